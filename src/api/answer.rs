@@ -1,0 +1,127 @@
+//! Rendering decisions and records as the API's JSON answers.
+//!
+//! Every answer carries `operation_id`, `state` and `version`. A replayed result is re-authorised
+//! against today's grants (R20): a principal that may no longer use the tool learns that the
+//! operation completed, without the result.
+
+use crate::arbiter::replies::Answer;
+use crate::config::Principal;
+use crate::core::decision::{Decision, Rejection};
+use crate::core::operation::{OpState, OperationRecord};
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+/// The HTTP status of a decision.
+pub fn status_of(decision: &Decision) -> StatusCode {
+    match decision {
+        Decision::Execute => StatusCode::CREATED,
+        Decision::Replay | Decision::Accepted | Decision::Unchanged => StatusCode::OK,
+        Decision::InProgress | Decision::OutcomeUnknown | Decision::Manual => StatusCode::CONFLICT,
+        Decision::Conflict { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        Decision::Rejected(Rejection::UnknownOperation) => StatusCode::NOT_FOUND,
+        Decision::Rejected(_) => StatusCode::CONFLICT,
+    }
+}
+
+/// Milliseconds since the epoch as RFC 3339 UTC.
+pub fn rfc3339(ms: u64) -> String {
+    let nanos = i128::from(ms) * 1_000_000;
+    time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+/// The JSON fields describing a record, as its owner may see it now.
+pub fn record_fields(principal: &Principal, record: &OperationRecord) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("operation_id".into(), json!(record.id.to_string()));
+    m.insert("tool".into(), json!(record.tool));
+    m.insert("state".into(), json!(record.state.name()));
+    m.insert("version".into(), json!(record.version));
+    m.insert("holder".into(), json!(record.holder));
+    m.insert("created_at".into(), json!(rfc3339(record.created_at_ms)));
+    m.insert("updated_at".into(), json!(rfc3339(record.updated_at_ms)));
+    if let Some(parent) = record.parent {
+        m.insert("parent".into(), json!(parent.to_string()));
+    }
+    match &record.state {
+        OpState::Processing {
+            lease_expires_at_ms,
+        } => {
+            m.insert(
+                "lease".into(),
+                json!({ "holder": record.holder, "expires_at": rfc3339(*lease_expires_at_ms) }),
+            );
+        }
+        OpState::Completed { result } => {
+            if principal.may_use(&record.tool) {
+                m.insert(
+                    "result".into(),
+                    json!({
+                        "resource_ref": result.resource_ref,
+                        "status": result.status,
+                        "headers": result.headers,
+                    }),
+                );
+            } else {
+                m.insert("result_withheld".into(), json!(true));
+            }
+        }
+        OpState::Failed { code } => {
+            m.insert(
+                "failure".into(),
+                json!({ "kind": "definite", "code": code }),
+            );
+        }
+        OpState::Released { code } => {
+            m.insert(
+                "failure".into(),
+                json!({ "kind": "not_accepted", "code": code }),
+            );
+        }
+        OpState::OutcomeUnknown { .. } | OpState::Manual { .. } => {}
+    }
+    m
+}
+
+/// Renders an arbiter's answer.
+pub fn render_answer(principal: &Principal, answer: &Answer) -> Response {
+    let mut m = match &answer.record {
+        Some(record) => record_fields(principal, record),
+        None => Map::new(),
+    };
+    m.insert("decision".into(), json!(answer.decision.code()));
+    match &answer.decision {
+        Decision::Conflict { categories } => {
+            let names: Vec<&str> = categories.iter().map(|c| c.as_str()).collect();
+            m.insert("conflict".into(), json!(names));
+            // A conflict never shows the earlier request, nor its result's body (R12).
+            m.remove("result");
+        }
+        Decision::Rejected(r) => {
+            let mut rejection = json!({ "code": r.code(), "number": r.number() });
+            if let Rejection::StaleVersion { expected, current } = r {
+                rejection["expected_version"] = json!(expected);
+                rejection["current_version"] = json!(current);
+            }
+            m.insert("rejection".into(), rejection);
+        }
+        _ => {}
+    }
+    (status_of(&answer.decision), Json(Value::Object(m))).into_response()
+}
+
+/// Renders a record read with `GET`.
+pub fn render_record(principal: &Principal, record: &OperationRecord) -> Response {
+    (
+        StatusCode::OK,
+        Json(Value::Object(record_fields(principal, record))),
+    )
+        .into_response()
+}

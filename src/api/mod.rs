@@ -1,0 +1,311 @@
+//! The HTTP API (v1), as `schemas/openapi.yaml` describes it. Handlers are thin: authenticate,
+//! parse, call the ledger, render its answer.
+
+pub mod answer;
+pub mod auth;
+pub mod error;
+
+use crate::config::{Principal, Role};
+use crate::core::event::{BusinessResult, FailureKind};
+use crate::core::key::OperationId;
+use crate::ledger::{ClaimInput, Claimed, Ledger, Report};
+use crate::log::model::EventLog;
+use answer::{render_answer, render_record};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use error::ApiError;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// What every handler shares.
+pub struct ApiState<L: EventLog> {
+    /// The ledger.
+    pub ledger: Arc<Ledger<L>>,
+    /// Principals by token hash.
+    pub principals: HashMap<[u8; 32], Principal>,
+    /// Largest accepted body.
+    pub body_bytes_max: usize,
+}
+
+/// The router of the v1 API.
+pub fn router<L: EventLog>(state: Arc<ApiState<L>>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/v1/operations", post(claim::<L>))
+        .route("/v1/operations/{id}", get(read::<L>))
+        .route("/v1/operations/{id}/heartbeat", post(heartbeat::<L>))
+        .route("/v1/operations/{id}/complete", post(complete::<L>))
+        .route("/v1/operations/{id}/fail", post(fail::<L>))
+        .route("/v1/operations/{id}/unknown", post(unknown::<L>))
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such endpoint") })
+        .with_state(state)
+}
+
+/// Reads the body up to the configured bound and parses it as JSON of the expected shape.
+/// Errors name the position and the expected fields, never a value from the body.
+async fn json_body<T: DeserializeOwned>(body: Body, max: usize) -> Result<T, ApiError> {
+    let bytes: Bytes = axum::body::to_bytes(body, max).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the body is larger than {max} bytes"),
+        )
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        use serde_json::error::Category;
+        let at = format!("line {} column {}", e.line(), e.column());
+        match e.classify() {
+            Category::Syntax | Category::Eof | Category::Io => ApiError::bad_request(
+                "malformed_json",
+                format!("the body is not valid JSON ({at})"),
+            ),
+            Category::Data => {
+                // serde's message may quote a value; keep only the field name it complains about.
+                let text = e.to_string();
+                let field = text.split('`').nth(1).filter(|f| {
+                    f.len() <= 32 && f.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                });
+                let what = match (text.starts_with("missing field"), field) {
+                    (true, Some(f)) => format!("the field `{f}` is missing"),
+                    (false, Some(f)) if text.starts_with("unknown field") => {
+                        format!("the field `{f}` is not part of this request")
+                    }
+                    _ => "a field has the wrong type or value".to_owned(),
+                };
+                ApiError::bad_request("invalid_body", format!("{what} ({at})"))
+            }
+        }
+    })
+}
+
+fn rejects_oversize(headers: &HeaderMap, max: usize) -> Result<(), ApiError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    match declared {
+        Some(len) if len > max => Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the body is larger than {max} bytes"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn agent<'a, L: EventLog>(
+    state: &'a ApiState<L>,
+    headers: &HeaderMap,
+) -> Result<&'a Principal, ApiError> {
+    let principal = auth::authenticate(&state.principals, headers)?;
+    auth::require(principal, Role::Agent)?;
+    Ok(principal)
+}
+
+fn operation_id(text: &str) -> Result<OperationId, ApiError> {
+    OperationId::parse(text)
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such operation"))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClaimBody {
+    tool: String,
+    holder: String,
+    #[serde(default)]
+    request: serde_json::Value,
+    parent: Option<String>,
+}
+
+async fn claim<L: EventLog>(
+    State(state): State<Arc<ApiState<L>>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let principal = agent(&state, &headers)?;
+    rejects_oversize(&headers, state.body_bytes_max)?;
+    let body: ClaimBody = json_body(body, state.body_bytes_max).await?;
+    let key = match headers.get("idempotency-key") {
+        Some(v) => Some(v.to_str().map_err(|_| {
+            ApiError::bad_request(
+                "invalid_key",
+                "the Idempotency-Key has a character outside visible ASCII (0x21-0x7E)",
+            )
+        })?),
+        None => None,
+    };
+    let claimed = state
+        .ledger
+        .claim(
+            principal,
+            ClaimInput {
+                tool: &body.tool,
+                key,
+                holder: &body.holder,
+                request: &body.request,
+                parent: body.parent.as_deref(),
+            },
+        )
+        .await?;
+    Ok(match claimed {
+        Claimed::NotRecorded => (
+            StatusCode::OK,
+            axum::Json(serde_json::json!({
+                "decision": "not_recorded",
+                "recorded": false,
+                "message": "read tools are not recorded: call and retry freely"
+            })),
+        )
+            .into_response(),
+        Claimed::Decided(answer) => render_answer(principal, &answer),
+    })
+}
+
+async fn read<L: EventLog>(
+    State(state): State<Arc<ApiState<L>>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let principal = auth::authenticate(&state.principals, &headers)?;
+    let record = state.ledger.get(principal, operation_id(&id)?)?;
+    Ok(render_record(principal, &record))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HolderBody {
+    holder: String,
+    expected_version: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResultBody {
+    resource_ref: String,
+    status: Option<u16>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompleteBody {
+    holder: String,
+    expected_version: Option<u64>,
+    result: ResultBody,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+enum FailKindBody {
+    Definite,
+    NotAccepted,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FailBody {
+    holder: String,
+    expected_version: Option<u64>,
+    kind: FailKindBody,
+    code: String,
+}
+
+async fn report<L: EventLog>(
+    state: &ApiState<L>,
+    principal: &Principal,
+    id: &str,
+    holder: &str,
+    expected_version: Option<u64>,
+    report: Report,
+) -> Result<Response, ApiError> {
+    let answer = state
+        .ledger
+        .report(
+            principal,
+            operation_id(id)?,
+            holder,
+            expected_version,
+            report,
+        )
+        .await?;
+    Ok(render_answer(principal, &answer))
+}
+
+async fn heartbeat<L: EventLog>(
+    State(state): State<Arc<ApiState<L>>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let principal = agent(&state, &headers)?;
+    let b: HolderBody = json_body(body, state.body_bytes_max).await?;
+    report(
+        &state,
+        principal,
+        &id,
+        &b.holder,
+        b.expected_version,
+        Report::Heartbeat,
+    )
+    .await
+}
+
+async fn unknown<L: EventLog>(
+    State(state): State<Arc<ApiState<L>>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let principal = agent(&state, &headers)?;
+    let b: HolderBody = json_body(body, state.body_bytes_max).await?;
+    report(
+        &state,
+        principal,
+        &id,
+        &b.holder,
+        b.expected_version,
+        Report::Unknown,
+    )
+    .await
+}
+
+async fn complete<L: EventLog>(
+    State(state): State<Arc<ApiState<L>>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let principal = agent(&state, &headers)?;
+    rejects_oversize(&headers, state.body_bytes_max)?;
+    let b: CompleteBody = json_body(body, state.body_bytes_max).await?;
+    let result = BusinessResult {
+        resource_ref: b.result.resource_ref,
+        status: b.result.status.unwrap_or(200),
+        headers: b.result.headers,
+    };
+    let r = Report::Complete(result);
+    report(&state, principal, &id, &b.holder, b.expected_version, r).await
+}
+
+async fn fail<L: EventLog>(
+    State(state): State<Arc<ApiState<L>>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let principal = agent(&state, &headers)?;
+    let b: FailBody = json_body(body, state.body_bytes_max).await?;
+    let kind = match b.kind {
+        FailKindBody::Definite => FailureKind::Definite,
+        FailKindBody::NotAccepted => FailureKind::NotAccepted,
+    };
+    let r = Report::Fail { kind, code: b.code };
+    report(&state, principal, &id, &b.holder, b.expected_version, r).await
+}

@@ -1,0 +1,221 @@
+//! The arbiter: the single writer of one partition's projection.
+//!
+//! It reads the partition strictly in offset order, folds each event through the pure state
+//! machine, writes the changed records together with the next offset to apply in one atomic sled
+//! batch, and only then wakes the callers waiting on those events. Because the applied offset and
+//! the records move together, re-applying an offset the projection already has cannot happen, and
+//! a crash between the log's fsync and the sled write just means the events are applied again on
+//! restart — with the same decisions, since decisions depend only on the log.
+
+pub mod replies;
+
+use crate::core::event::{self, LoggedEvent};
+use crate::core::key::ScopedHash;
+use crate::core::machine;
+use crate::core::operation::OperationRecord;
+use crate::log::model::{EventLog, LogError, LogRecord};
+use crate::projection::{Projection, ProjectionError};
+use replies::{Answer, Replies};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Most records applied in one sled batch.
+pub const APPLY_BATCH_RECORDS_MAX: usize = 2048;
+
+/// Why an arbiter stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ArbiterError {
+    /// The log failed.
+    #[error("partition {partition}: log: {source}")]
+    Log {
+        /// Partition.
+        partition: u32,
+        /// Why.
+        source: LogError,
+    },
+    /// The projection store failed.
+    #[error("partition {partition}: {source}")]
+    Projection {
+        /// Partition.
+        partition: u32,
+        /// Why.
+        source: ProjectionError,
+    },
+    /// An event cannot be decoded. The arbiter stops rather than skip it: a skipped event would
+    /// make every later decision of the partition unreliable.
+    #[error("partition {partition}, offset {offset}: event does not decode: {source}")]
+    Undecodable {
+        /// Partition.
+        partition: u32,
+        /// Offset of the event.
+        offset: u64,
+        /// Why.
+        source: event::DecodeError,
+    },
+    /// A record's key is not the scope inside its event: the log was written by something else.
+    #[error("partition {partition}, offset {offset}: record key does not match the event's scope")]
+    KeyMismatch {
+        /// Partition.
+        partition: u32,
+        /// Offset of the event.
+        offset: u64,
+    },
+}
+
+/// One partition's arbiter.
+pub struct Arbiter<L: EventLog> {
+    partition: u32,
+    log: Arc<L>,
+    projection: Projection,
+    replies: Arc<Replies>,
+    next: u64,
+}
+
+impl<L: EventLog> Arbiter<L> {
+    /// An arbiter that resumes at the projection's applied offset.
+    pub fn new(
+        partition: u32,
+        log: Arc<L>,
+        projection: Projection,
+        replies: Arc<Replies>,
+    ) -> Result<Self, ArbiterError> {
+        let next = projection
+            .applied(partition)
+            .map_err(|source| ArbiterError::Projection { partition, source })?;
+        Ok(Self {
+            partition,
+            log,
+            projection,
+            replies,
+            next,
+        })
+    }
+
+    /// The next offset this arbiter will apply.
+    pub fn next_offset(&self) -> u64 {
+        self.next
+    }
+
+    /// Applies everything durable up to the log's end at the time of the call; `progress` is
+    /// called after every batch with the next offset. Used at start-up and by `rebuild`.
+    pub async fn catch_up(&mut self, mut progress: impl FnMut(u64)) -> Result<u64, ArbiterError> {
+        let partition = self.partition;
+        let end = self
+            .log
+            .end_offset(partition)
+            .await
+            .map_err(|source| ArbiterError::Log { partition, source })?;
+        while self.next < end {
+            let want = APPLY_BATCH_RECORDS_MAX.min((end - self.next) as usize);
+            self.step(want).await?;
+            progress(self.next);
+        }
+        Ok(self.next)
+    }
+
+    /// Runs until `stop` turns true or the log closes.
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<(), ArbiterError> {
+        let partition = self.partition;
+        loop {
+            let waited = tokio::select! {
+                biased;
+                _ = stop.wait_for(|s| *s) => return Ok(()),
+                waited = self.log.wait_beyond(partition, self.next) => waited,
+            };
+            match waited {
+                Ok(()) => self.step(APPLY_BATCH_RECORDS_MAX).await?,
+                Err(LogError::Closed) => return Ok(()),
+                Err(source) => return Err(ArbiterError::Log { partition, source }),
+            }
+        }
+    }
+
+    async fn step(&mut self, max: usize) -> Result<(), ArbiterError> {
+        let partition = self.partition;
+        let records = self
+            .log
+            .read(partition, self.next, max)
+            .await
+            .map_err(|source| ArbiterError::Log { partition, source })?;
+        if records.is_empty() {
+            return Ok(());
+        }
+        let answers = apply_batch(partition, self.next, &self.projection, &records)?;
+        self.next += records.len() as u64;
+        for (to, answer) in answers {
+            self.replies.deliver(to, answer);
+        }
+        Ok(())
+    }
+}
+
+/// Folds a contiguous batch of records starting at `next` into the projection, in one atomic
+/// commit, and returns the answers for the waiting callers. Synchronous: sled writes are
+/// in-memory until its background flush.
+fn apply_batch(
+    partition: u32,
+    next: u64,
+    projection: &Projection,
+    records: &[LogRecord],
+) -> Result<Vec<(crate::core::event::ReplyTo, Answer)>, ArbiterError> {
+    let proj_err = |source| ArbiterError::Projection { partition, source };
+    // Records changed by this batch, so later events in the batch see earlier ones.
+    let mut changed: HashMap<ScopedHash, OperationRecord> = HashMap::new();
+    let mut answers = Vec::new();
+    for (i, record) in records.iter().enumerate() {
+        let offset = next + i as u64;
+        // The log promises dense, in-order offsets; applying out of order would be silent chaos.
+        assert_eq!(record.offset, offset, "log returned a gap or reordering");
+        let (envelope, stored_version) =
+            event::decode(&record.payload).map_err(|source| ArbiterError::Undecodable {
+                partition,
+                offset,
+                source,
+            })?;
+        if envelope.scope.0 != record.key {
+            return Err(ArbiterError::KeyMismatch { partition, offset });
+        }
+        let logged = LoggedEvent {
+            offset,
+            at_ms: record.timestamp_ms,
+            stored_version,
+            envelope,
+        };
+        let scope = logged.envelope.scope;
+        let current = match changed.get(&scope) {
+            Some(r) => Some(r.clone()),
+            None => projection.get(&scope).map_err(proj_err)?,
+        };
+        let outcome = machine::apply(current.as_ref(), &logged);
+        tracing::debug!(
+            partition,
+            offset,
+            scope = %scope.prefix(),
+            operation = %logged.envelope.operation_id,
+            event = logged.envelope.body.type_name(),
+            decision = outcome.decision.code(),
+            "applied"
+        );
+        let after = match outcome.changed {
+            Some(next_record) => {
+                changed.insert(scope, next_record.clone());
+                Some(next_record)
+            }
+            None => current,
+        };
+        if let Some(to) = logged.envelope.reply_to {
+            answers.push((
+                to,
+                Answer {
+                    decision: outcome.decision,
+                    record: after,
+                },
+            ));
+        }
+    }
+    projection
+        .commit(partition, next + records.len() as u64, changed.values())
+        .map_err(proj_err)?;
+    Ok(answers)
+}

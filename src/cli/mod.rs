@@ -1,0 +1,128 @@
+//! The command line: `serve`, `audit`, `rebuild`.
+
+mod progress;
+mod serve;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use opledger::config::Config;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// opledger — the operation ledger for AI-agent side effects that must happen exactly once.
+///
+/// Agents claim an operation (scoped key + request fingerprint) before a side effect, execute it
+/// only when told `execute`, and report the result; a timed-out agent asks again and learns what
+/// happened instead of guessing.
+#[derive(Parser)]
+#[command(name = "opledger", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args, Clone)]
+struct ConfigArgs {
+    /// Config file (TOML; see README "Config reference"). Without one, the embedded default with
+    /// sample tools is used.
+    #[arg(long, env = "OPLEDGER_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Overrides the config's data_dir.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Log filter, e.g. `info`, `debug`, `opledger=trace` (OPLEDGER_LOG overrides it).
+    #[arg(long, default_value = "info", value_name = "FILTER")]
+    log_level: String,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the ledger: HTTP API on the config's `listen` address, log and projections in
+    /// `data_dir`. Stops cleanly on Ctrl-C or SIGTERM; survives kill -9 with nothing
+    /// acknowledged lost.
+    Serve {
+        #[command(flatten)]
+        args: ConfigArgs,
+        /// Overrides the config's listen address (port 0 picks a free port).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+    },
+    /// Replay the whole log through the state machine in memory, without touching the live
+    /// projection, and print JSON: events, operations by state, digest.
+    Audit {
+        #[command(flatten)]
+        args: ConfigArgs,
+    },
+    /// Drop the sled projection (it is moved aside) and rebuild it from the log; print the same
+    /// JSON summary and digest as `audit`. Stop `serve` first.
+    Rebuild {
+        #[command(flatten)]
+        args: ConfigArgs,
+    },
+}
+
+/// Loads the config, or the development default.
+fn load(args: &ConfigArgs) -> anyhow::Result<(Config, Option<String>)> {
+    let (mut config, dev_token) = match &args.config {
+        Some(path) => (Config::load(path)?, None),
+        None => {
+            let token = format!("dev-{}", uuid::Uuid::new_v4().simple());
+            (Config::development(&token), Some(token))
+        }
+    };
+    if let Some(dir) = &args.data_dir {
+        config.data_dir = dir.clone();
+    }
+    Ok((config, dev_token))
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// Runs the command line.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve { args, listen } => serve::run(&args, listen),
+        Command::Audit { args } => audit(&args),
+        Command::Rebuild { args } => rebuild(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("opledger: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn audit(args: &ConfigArgs) -> anyhow::Result<()> {
+    opledger::telemetry::init(&args.log_level);
+    let (config, _) = load(args)?;
+    let dir = config.data_dir.join("log");
+    let log = opledger::log::embedded::EmbeddedLog::open_read_only(&dir)
+        .with_context(|| format!("cannot read the log in {}", dir.display()))?;
+    let mut bar = progress::Bar::new("replaying events");
+    let audit = runtime()?.block_on(opledger::consumers::audit::audit(&log, |p| {
+        bar.show(p.applied, p.total)
+    }))?;
+    bar.finish();
+    println!("{}", serde_json::to_string_pretty(&audit)?);
+    Ok(())
+}
+
+fn rebuild(args: &ConfigArgs) -> anyhow::Result<()> {
+    opledger::telemetry::init(&args.log_level);
+    let (config, _) = load(args)?;
+    let mut bar = progress::Bar::new("rebuilding projection");
+    let summary = runtime()?.block_on(opledger::node::rebuild(&config, |p| {
+        bar.show(p.applied, p.total)
+    }))?;
+    bar.finish();
+    println!("{}", serde_json::to_string_pretty(&summary)?);
+    Ok(())
+}

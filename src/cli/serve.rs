@@ -1,0 +1,86 @@
+//! `opledger serve`: start a node and the HTTP API; stop cleanly on Ctrl-C or SIGTERM.
+
+use super::{ConfigArgs, load, progress, runtime};
+use anyhow::Context;
+use opledger::api::{ApiState, router};
+use opledger::node::Node;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Runs `serve`.
+pub fn run(args: &ConfigArgs, listen: Option<SocketAddr>) -> anyhow::Result<()> {
+    opledger::telemetry::init(&args.log_level);
+    let (mut config, dev_token) = load(args)?;
+    if let Some(addr) = listen {
+        config.listen = addr;
+    }
+    runtime()?.block_on(async move {
+        let mut bar = progress::Bar::new("applying the log");
+        let mut node = Node::start(&config, |p| bar.show(p.applied, p.total))
+            .await
+            .context("cannot start the ledger")?;
+        bar.finish();
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(ApiState {
+            ledger: node.ledger.clone(),
+            principals: config.principals_by_token.clone(),
+            body_bytes_max: config.body_bytes_max,
+        });
+        if let Some(token) = &dev_token {
+            print_dev_banner(addr, token, &config.data_dir);
+        }
+        tracing::info!(%addr, data_dir = %config.data_dir.display(), partitions = config.partitions, "opledger serving");
+        // Tests and scripts wait for this exact line on stdout.
+        println!("opledger listening on http://{addr}");
+        let server = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown_signal());
+        let outcome = tokio::select! {
+            served = server => served.context("HTTP server failed"),
+            failure = node.failed() => Err(anyhow::Error::new(failure).context("a partition arbiter stopped")),
+        };
+        tracing::info!("shutting down");
+        node.shutdown().await.context("clean shutdown failed")?;
+        outcome
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+fn print_dev_banner(addr: SocketAddr, token: &str, data_dir: &std::path::Path) {
+    println!(
+        "\
+opledger: no config given, so this is the embedded default with sample tools
+  (payments.charge, tickets.create, messages.send, profile.set_email, search.lookup).
+  data:      {data}
+  dev token: {token}   (principal `dev`; new on every start; use --config for real tokens)
+
+  Claim, then complete, then claim again to see the replay:
+    curl -s -X POST http://{addr}/v1/operations \\
+      -H 'Authorization: Bearer {token}' -H 'Idempotency-Key: order-42-charge' \\
+      -H 'Content-Type: application/json' \\
+      -d '{{\"tool\":\"payments.charge\",\"holder\":\"worker-1\",\"request\":{{\"amount\":\"10.50\",\"currency\":\"EUR\",\"customer\":\"c-7\"}}}}'
+",
+        data = data_dir.display(),
+    );
+}

@@ -1,0 +1,95 @@
+//! Decisions and rejections: business outcomes as data, a closed set with stable codes.
+
+use crate::core::fingerprint::Category;
+
+/// What the arbiter decided about one event. Stable: the `code` strings are the public `decision`
+/// values of the HTTP API and must never be renamed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// The claimant is the executor: call the tool now, then report.
+    Execute,
+    /// The operation already finished (completed or definitely failed): here is its result.
+    Replay,
+    /// Another holder has a live lease: do not execute.
+    InProgress,
+    /// Nobody knows yet whether the side effect happened: do not execute.
+    OutcomeUnknown,
+    /// An operator handles it: do not execute.
+    Manual,
+    /// Same key, different business request: the categories that differ.
+    Conflict {
+        /// Categories whose fingerprint parts differ, in category order.
+        categories: Vec<Category>,
+    },
+    /// The transition was applied.
+    Accepted,
+    /// The transition repeats one already applied (same holder, same report): nothing changed.
+    Unchanged,
+    /// The transition was refused; the state is as it was.
+    Rejected(Rejection),
+}
+
+impl Decision {
+    /// The stable public code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Execute => "execute",
+            Self::Replay => "replay",
+            Self::InProgress => "in_progress",
+            Self::OutcomeUnknown => "outcome_unknown",
+            Self::Manual => "manual",
+            Self::Conflict { .. } => "conflict",
+            Self::Accepted => "accepted",
+            Self::Unchanged => "unchanged",
+            Self::Rejected(_) => "rejected",
+        }
+    }
+}
+
+/// Why a transition was refused. Ordered by precedence: the first that applies is reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// No operation exists for the scope.
+    UnknownOperation,
+    /// The caller named a version that is not the current one.
+    StaleVersion {
+        /// What the caller expected.
+        expected: u64,
+        /// What is current.
+        current: u64,
+    },
+    /// The caller is not the operation's executor.
+    NotHolder,
+    /// The operation already finished with a different report.
+    AlreadyFinished,
+    /// The lease lapsed before the heartbeat.
+    LeaseExpired,
+    /// The operation is not being executed (released, outcome unknown, or with an operator).
+    NotRunning,
+}
+
+impl Rejection {
+    /// The stable public code.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::UnknownOperation => "unknown_operation",
+            Self::StaleVersion { .. } => "stale_version",
+            Self::NotHolder => "not_holder",
+            Self::AlreadyFinished => "already_finished",
+            Self::LeaseExpired => "lease_expired",
+            Self::NotRunning => "not_running",
+        }
+    }
+
+    /// The stable numeric code (never reused).
+    pub fn number(self) -> u16 {
+        match self {
+            Self::UnknownOperation => 1,
+            Self::StaleVersion { .. } => 2,
+            Self::NotHolder => 3,
+            Self::AlreadyFinished => 4,
+            Self::LeaseExpired => 5,
+            Self::NotRunning => 6,
+        }
+    }
+}

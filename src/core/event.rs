@@ -1,0 +1,317 @@
+//! Events: the versioned envelope every operation transition is written in, and its encoding.
+//!
+//! Wire form of an event payload: `[schema version: u16 little-endian][bincode 2 (standard config)
+//! of the version's envelope]`. The log's frame carries the offset and the log's timestamp, which
+//! enter the core as data in [`LoggedEvent`]. Older schema versions are upcast on decode; an
+//! unknown version is rejected explicitly, never guessed at. See `schemas/events-v1.md`.
+
+use crate::core::contract::ContractTerms;
+use crate::core::fingerprint::Fingerprint;
+use crate::core::key::{OperationId, ScopedHash};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The schema version new events are written with.
+pub const EVENT_SCHEMA_VERSION: u16 = 1;
+
+/// Largest encoded event accepted by the decoder, a bound against corrupt length fields.
+pub const EVENT_BYTES_MAX: usize = 256 * 1024;
+
+/// Where the decision about an event should be delivered: the requesting node's incarnation and
+/// its request number. Events appended by consumers without a waiting caller carry none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ReplyTo {
+    /// Random id of the node process that appended the event (new on every start).
+    pub node: u64,
+    /// The node's request number.
+    pub request: u64,
+}
+
+/// The envelope of one event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// The operation's scoped hash: also the record key and partition key on the log.
+    pub scope: ScopedHash,
+    /// The operation's id (derived from the scope).
+    pub operation_id: OperationId,
+    /// Where to send the decision, if someone waits for it.
+    pub reply_to: Option<ReplyTo>,
+    /// What happened.
+    pub body: EventBody,
+}
+
+/// An event as the core sees it: decoded, with its place and time on the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoggedEvent {
+    /// Offset within the partition.
+    pub offset: u64,
+    /// The log's timestamp, milliseconds since the Unix epoch. The only clock the core knows.
+    pub at_ms: u64,
+    /// The schema version the event was stored with (before upcasting).
+    pub stored_version: u16,
+    /// The event.
+    pub envelope: Envelope,
+}
+
+/// The event types. Each is documented in `schemas/events-v1.md`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EventBody {
+    /// An agent asks to execute an intent (create-or-return).
+    Claimed(Claim),
+    /// The executor is still working; extend its lease.
+    Heartbeat(Transition),
+    /// The executor reports the side effect happened, with its business result.
+    Completed(Completion),
+    /// The executor reports a definite failure, or that the external system did not accept it.
+    Failed(Failure),
+    /// The executor does not know whether the side effect happened.
+    UnknownReported(Transition),
+}
+
+impl EventBody {
+    /// The stable type name, as in the schema document and audit output.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::Claimed(_) => "claimed",
+            Self::Heartbeat(_) => "heartbeat",
+            Self::Completed(_) => "completed",
+            Self::Failed(_) => "failed",
+            Self::UnknownReported(_) => "unknown_reported",
+        }
+    }
+}
+
+/// A claim: the first one in log order for a scope creates the operation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    /// The authenticated principal (part of the scope; kept to answer reads only to the owner).
+    pub principal: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The worker asking to execute.
+    pub holder: String,
+    /// The server-computed fingerprint of the business request.
+    pub fingerprint: Fingerprint,
+    /// The upstream operation whose result entered the fingerprint (R5).
+    pub parent: Option<OperationId>,
+    /// The contract terms in force when the claim was made.
+    pub terms: ContractTerms,
+}
+
+/// A transition by the executor that carries no payload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transition {
+    /// The worker reporting.
+    pub holder: String,
+    /// The version the worker believes current; a mismatch rejects the transition.
+    pub expected_version: Option<u64>,
+}
+
+/// The business result of a completed operation (R21): kept apart from any transport response.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BusinessResult {
+    /// A reference to the resource the side effect created or changed (e.g. a ticket id).
+    pub resource_ref: String,
+    /// The business status code.
+    pub status: u16,
+    /// The few headers a replay needs.
+    pub headers: BTreeMap<String, String>,
+}
+
+/// A completion report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Completion {
+    /// Holder and expected version.
+    pub by: Transition,
+    /// What the side effect produced.
+    pub result: BusinessResult,
+}
+
+/// How an execution failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FailureKind {
+    /// The external system processed the request and rejected it: cached and replayed.
+    Definite,
+    /// The external system provably never accepted it: the key is released for a retry.
+    NotAccepted,
+}
+
+/// A failure report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// Holder and expected version.
+    pub by: Transition,
+    /// Definite or not accepted.
+    pub kind: FailureKind,
+    /// The business error code.
+    pub code: String,
+}
+
+/// Why an event payload could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// Shorter than the version prefix.
+    #[error("event payload is {0} bytes, shorter than its version prefix")]
+    Truncated(usize),
+    /// Larger than [`EVENT_BYTES_MAX`].
+    #[error("event payload is {0} bytes, more than the {EVENT_BYTES_MAX} allowed")]
+    TooLarge(usize),
+    /// Written by a newer (or unknown) schema.
+    #[error(
+        "event schema version {0} is not known to this build (newest known: {EVENT_SCHEMA_VERSION})"
+    )]
+    UnsupportedVersion(u16),
+    /// The body does not decode as its version says.
+    #[error("event body of schema version {version} does not decode: {source}")]
+    Body {
+        /// Stored version.
+        version: u16,
+        /// The decoder's complaint.
+        source: bincode::error::DecodeError,
+    },
+    /// Bytes left over after the body.
+    #[error("event of schema version {version} has {extra} trailing bytes")]
+    Trailing {
+        /// Stored version.
+        version: u16,
+        /// Bytes left.
+        extra: usize,
+    },
+}
+
+/// Why an event could not be encoded.
+#[derive(Debug, thiserror::Error)]
+#[error("event does not encode: {0}")]
+pub struct EncodeError(#[from] bincode::error::EncodeError);
+
+fn bincode_config() -> impl bincode::config::Config {
+    bincode::config::standard().with_limit::<EVENT_BYTES_MAX>()
+}
+
+/// Encodes an envelope with the current schema version.
+pub fn encode(envelope: &Envelope) -> Result<Vec<u8>, EncodeError> {
+    let mut out = EVENT_SCHEMA_VERSION.to_le_bytes().to_vec();
+    let body = bincode::serde::encode_to_vec(envelope, bincode_config())?;
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// Decodes a payload of any known schema version, upcasting it to the current envelope.
+/// Returns the envelope and the version it was stored with.
+pub fn decode(payload: &[u8]) -> Result<(Envelope, u16), DecodeError> {
+    if payload.len() > EVENT_BYTES_MAX {
+        return Err(DecodeError::TooLarge(payload.len()));
+    }
+    let (prefix, body) = payload
+        .split_first_chunk::<2>()
+        .ok_or(DecodeError::Truncated(payload.len()))?;
+    let version = u16::from_le_bytes(*prefix);
+    match version {
+        // Version 1 is the current envelope. A future v2 adds an arm that decodes the v1 shape
+        // (kept in a `v1` module) and upcasts it.
+        1 => {
+            let (envelope, used): (Envelope, usize) =
+                bincode::serde::decode_from_slice(body, bincode_config())
+                    .map_err(|source| DecodeError::Body { version, source })?;
+            if used != body.len() {
+                return Err(DecodeError::Trailing {
+                    version,
+                    extra: body.len() - used,
+                });
+            }
+            Ok((envelope, version))
+        }
+        other => Err(DecodeError::UnsupportedVersion(other)),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::core::contract::{LossLevel, ToolClass};
+    use crate::core::fingerprint::{Category, FINGERPRINT_VERSION};
+
+    /// A fixed claim envelope, used by the fixture test below and by other modules' tests.
+    pub(crate) fn sample_claim() -> Envelope {
+        Envelope {
+            scope: ScopedHash([7; 32]),
+            operation_id: OperationId([9; 16]),
+            reply_to: Some(ReplyTo {
+                node: 1,
+                request: 2,
+            }),
+            body: EventBody::Claimed(Claim {
+                principal: "agent-a".into(),
+                tool: "payments.charge".into(),
+                holder: "worker-7".into(),
+                fingerprint: Fingerprint {
+                    version: FINGERPRINT_VERSION,
+                    parts: vec![(Category::Amount, [1; 32])],
+                },
+                parent: None,
+                terms: ContractTerms {
+                    class: ToolClass::Keyed,
+                    loss: LossLevel::High,
+                    lease_ms: 30_000,
+                    retention_ms: 172_800_000,
+                    queryable: true,
+                    accept_unknown_risk: false,
+                },
+            }),
+        }
+    }
+
+    /// The v1 encoding of [`sample_claim`], frozen when v1 was defined. Every later build must
+    /// still decode it (STYLE: fixtures of every past version stay decodable).
+    const SAMPLE_CLAIM_V1_HEX: &str = include_str!("../../schemas/fixtures/claim-v1.hex");
+
+    #[test]
+    fn given_an_envelope_when_encoded_and_decoded_then_it_round_trips_at_the_current_version() {
+        let env = sample_claim();
+        let bytes = encode(&env).expect("encodes");
+        assert_eq!(&bytes[..2], &EVENT_SCHEMA_VERSION.to_le_bytes());
+        let (back, version) = decode(&bytes).expect("decodes");
+        assert_eq!(back, env);
+        assert_eq!(version, EVENT_SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn given_the_frozen_v1_fixture_when_decoded_then_it_is_the_sample_claim() {
+        let bytes = hex::decode(SAMPLE_CLAIM_V1_HEX.trim()).expect("fixture is hex");
+        let (env, version) = decode(&bytes).expect("v1 fixture decodes");
+        assert_eq!(version, 1);
+        assert_eq!(env, sample_claim());
+    }
+
+    #[test]
+    fn given_an_unknown_version_when_decoded_then_it_is_rejected_explicitly() {
+        let mut bytes = encode(&sample_claim()).expect("encodes");
+        bytes[..2].copy_from_slice(&99u16.to_le_bytes());
+        assert!(matches!(
+            decode(&bytes),
+            Err(DecodeError::UnsupportedVersion(99))
+        ));
+    }
+
+    #[test]
+    fn given_truncated_or_padded_bytes_when_decoded_then_they_are_rejected() {
+        let bytes = encode(&sample_claim()).expect("encodes");
+        assert!(matches!(
+            decode(&bytes[..1]),
+            Err(DecodeError::Truncated(1))
+        ));
+        assert!(matches!(
+            decode(&bytes[..bytes.len() - 3]),
+            Err(DecodeError::Body { version: 1, .. })
+        ));
+        let mut padded = bytes.clone();
+        padded.push(0);
+        assert!(matches!(
+            decode(&padded),
+            Err(DecodeError::Trailing {
+                version: 1,
+                extra: 1
+            })
+        ));
+    }
+}

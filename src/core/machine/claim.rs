@@ -1,0 +1,108 @@
+//! Claims: the first in log order creates the operation and executes; later ones replay, wait,
+//! conflict or — after a lapsed lease — follow the tool's unknown-outcome policy.
+
+use super::{Outcome, advanced};
+use crate::core::contract::UnknownPolicy;
+use crate::core::decision::Decision;
+use crate::core::event::{Claim, Envelope};
+use crate::core::operation::{OpState, OperationRecord, UnknownCause};
+
+/// The first claim for a scope: the claimant becomes the executor.
+pub(super) fn first(envelope: &Envelope, claim: &Claim, at: u64) -> Outcome {
+    let record = OperationRecord {
+        id: envelope.operation_id,
+        scope: envelope.scope,
+        principal: claim.principal.clone(),
+        tool: claim.tool.clone(),
+        fingerprint: claim.fingerprint.clone(),
+        parent: claim.parent,
+        terms: claim.terms,
+        state: OpState::Processing {
+            lease_expires_at_ms: at.saturating_add(claim.terms.lease_ms),
+        },
+        version: 1,
+        holder: claim.holder.clone(),
+        executions: 1,
+        created_at_ms: at,
+        updated_at_ms: at,
+    };
+    Outcome::changed(record, Decision::Execute)
+}
+
+/// A claim for a scope that already has an operation.
+pub(super) fn again(record: &OperationRecord, claim: &Claim, at: u64) -> Outcome {
+    // The scope hash covers the principal; a mismatch would be a SHA-256 collision or a bug.
+    assert_eq!(
+        record.principal, claim.principal,
+        "scope shared by two principals"
+    );
+    // The first fingerprint is never overwritten (R9): any difference is a conflict, whatever
+    // the state.
+    let categories = record.fingerprint.differing_categories(&claim.fingerprint);
+    if !categories.is_empty() {
+        return Outcome::unchanged(Decision::Conflict { categories });
+    }
+    match &record.state {
+        OpState::Completed { .. } | OpState::Failed { .. } => Outcome::unchanged(Decision::Replay),
+        OpState::OutcomeUnknown { .. } => Outcome::unchanged(Decision::OutcomeUnknown),
+        OpState::Manual { .. } => Outcome::unchanged(Decision::Manual),
+        OpState::Released { .. } => execute_anew(record, claim, at),
+        OpState::Processing {
+            lease_expires_at_ms,
+        } if at < *lease_expires_at_ms => {
+            if claim.holder == record.holder {
+                // The executor lost our first answer: it carries on, with a fresh lease.
+                let renewed = OperationRecord {
+                    state: OpState::Processing {
+                        lease_expires_at_ms: at.saturating_add(record.terms.lease_ms),
+                    },
+                    updated_at_ms: at,
+                    ..record.clone()
+                };
+                Outcome::changed(renewed, Decision::Execute)
+            } else {
+                Outcome::unchanged(Decision::InProgress)
+            }
+        }
+        // The lease lapsed. That proves nothing about the side effect (R15): only the tool's
+        // contract says whether running again is harmless.
+        OpState::Processing { .. } => match record.terms.unknown_policy() {
+            UnknownPolicy::Reexecute => execute_anew(record, claim, at),
+            UnknownPolicy::Investigate => Outcome::changed(
+                advanced(
+                    record,
+                    OpState::OutcomeUnknown {
+                        cause: UnknownCause::LeaseLapsed,
+                    },
+                    at,
+                ),
+                Decision::OutcomeUnknown,
+            ),
+            UnknownPolicy::Operator => Outcome::changed(
+                advanced(
+                    record,
+                    OpState::Manual {
+                        cause: UnknownCause::LeaseLapsed,
+                    },
+                    at,
+                ),
+                Decision::Manual,
+            ),
+        },
+    }
+}
+
+/// A new execution of an existing operation by the claimant (after a release, or a lapsed lease
+/// of a tool that may run again).
+fn execute_anew(record: &OperationRecord, claim: &Claim, at: u64) -> Outcome {
+    let mut next = advanced(
+        record,
+        OpState::Processing {
+            lease_expires_at_ms: at.saturating_add(record.terms.lease_ms),
+        },
+        at,
+    );
+    next.holder = claim.holder.clone();
+    next.executions = record.executions.saturating_add(1);
+    Outcome::changed(next, Decision::Execute)
+}

@@ -1,0 +1,493 @@
+//! Given events, when an event, then a decision and a state. Every rejection has a test here.
+
+use super::apply;
+use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
+use crate::core::decision::{Decision, Rejection};
+use crate::core::event::{
+    BusinessResult, Claim, Completion, Envelope, EventBody, Failure, FailureKind, LoggedEvent,
+    Transition,
+};
+use crate::core::fingerprint::{Category, FINGERPRINT_VERSION, Fingerprint};
+use crate::core::key::{OperationId, ScopedHash};
+use crate::core::operation::{OpState, OperationRecord, UnknownCause};
+
+const LEASE: u64 = 1_000;
+
+fn terms(class: ToolClass, queryable: bool) -> ContractTerms {
+    ContractTerms {
+        class,
+        loss: LossLevel::High,
+        lease_ms: LEASE,
+        retention_ms: 100_000,
+        queryable,
+        accept_unknown_risk: false,
+    }
+}
+
+fn fingerprint(amount: u8) -> Fingerprint {
+    Fingerprint {
+        version: FINGERPRINT_VERSION,
+        parts: vec![
+            (Category::Amount, [amount; 32]),
+            (Category::Recipient, [1; 32]),
+        ],
+    }
+}
+
+fn claim_by(holder: &str, terms: ContractTerms, amount: u8) -> EventBody {
+    EventBody::Claimed(Claim {
+        principal: "agent-a".into(),
+        tool: "payments.charge".into(),
+        holder: holder.into(),
+        fingerprint: fingerprint(amount),
+        parent: None,
+        terms,
+    })
+}
+
+fn by(holder: &str, expected_version: Option<u64>) -> Transition {
+    Transition {
+        holder: holder.into(),
+        expected_version,
+    }
+}
+
+fn result(reference: &str) -> BusinessResult {
+    BusinessResult {
+        resource_ref: reference.into(),
+        status: 201,
+        headers: Default::default(),
+    }
+}
+
+fn complete(holder: &str, reference: &str) -> EventBody {
+    EventBody::Completed(Completion {
+        by: by(holder, None),
+        result: result(reference),
+    })
+}
+
+fn fail(holder: &str, kind: FailureKind, code: &str) -> EventBody {
+    EventBody::Failed(Failure {
+        by: by(holder, None),
+        kind,
+        code: code.into(),
+    })
+}
+
+/// One operation's history, folded event by event as the arbiter would.
+struct Scenario {
+    terms: ContractTerms,
+    record: Option<OperationRecord>,
+    offset: u64,
+}
+
+impl Scenario {
+    fn new(terms: ContractTerms) -> Self {
+        Self {
+            terms,
+            record: None,
+            offset: 0,
+        }
+    }
+
+    /// Given: a claim by `w1` at time 0 for a `keyed`, queryable tool.
+    fn claimed() -> Self {
+        let mut s = Self::new(terms(ToolClass::Keyed, true));
+        assert_eq!(s.when(0, s.claim("w1")), Decision::Execute);
+        s
+    }
+
+    fn claim(&self, holder: &str) -> EventBody {
+        claim_by(holder, self.terms, 5)
+    }
+
+    /// When `body` is logged at `at`: the decision; the record follows it.
+    fn when(&mut self, at: u64, body: EventBody) -> Decision {
+        let scope = ScopedHash([3; 32]);
+        let event = LoggedEvent {
+            offset: self.offset,
+            at_ms: at,
+            stored_version: 1,
+            envelope: Envelope {
+                scope,
+                operation_id: OperationId::for_scope(&scope),
+                reply_to: None,
+                body,
+            },
+        };
+        self.offset += 1;
+        let outcome = apply(self.record.as_ref(), &event);
+        if let Some(next) = outcome.changed {
+            self.record = Some(next);
+        }
+        outcome.decision
+    }
+
+    fn record(&self) -> &OperationRecord {
+        self.record.as_ref().expect("a record exists")
+    }
+
+    fn state(&self) -> &OpState {
+        &self.record().state
+    }
+}
+
+#[test]
+fn given_nothing_when_claimed_then_execute_with_a_lease_from_log_time() {
+    let mut s = Scenario::new(terms(ToolClass::Keyed, true));
+    assert_eq!(s.when(500, s.claim("w1")), Decision::Execute);
+    let r = s.record();
+    assert_eq!(
+        r.state,
+        OpState::Processing {
+            lease_expires_at_ms: 500 + LEASE
+        }
+    );
+    assert_eq!((r.version, r.executions, r.holder.as_str()), (1, 1, "w1"));
+}
+
+#[test]
+fn given_nothing_when_a_transition_arrives_then_unknown_operation() {
+    let mut s = Scenario::new(terms(ToolClass::Keyed, true));
+    for body in [
+        EventBody::Heartbeat(by("w1", None)),
+        complete("w1", "r"),
+        fail("w1", FailureKind::Definite, "x"),
+        EventBody::UnknownReported(by("w1", None)),
+    ] {
+        assert_eq!(
+            s.when(0, body),
+            Decision::Rejected(Rejection::UnknownOperation)
+        );
+    }
+    assert!(s.record.is_none());
+}
+
+#[test]
+fn given_a_live_lease_when_another_holder_claims_then_in_progress_and_nothing_changes() {
+    let mut s = Scenario::claimed();
+    let before = s.record().clone();
+    assert_eq!(s.when(999, s.claim("w2")), Decision::InProgress);
+    assert_eq!(s.record(), &before);
+}
+
+#[test]
+fn given_a_live_lease_when_the_same_holder_claims_then_execute_again_with_a_renewed_lease() {
+    let mut s = Scenario::claimed();
+    assert_eq!(s.when(600, s.claim("w1")), Decision::Execute);
+    assert_eq!(
+        s.state(),
+        &OpState::Processing {
+            lease_expires_at_ms: 600 + LEASE
+        }
+    );
+    assert_eq!(s.record().version, 1, "a renewal is not a state change");
+}
+
+#[test]
+fn given_any_state_when_a_claim_with_another_amount_arrives_then_conflict_naming_amount() {
+    let mut s = Scenario::claimed();
+    let before = s.record().clone();
+    let changed = claim_by("w2", s.terms, 6);
+    assert_eq!(
+        s.when(10, changed.clone()),
+        Decision::Conflict {
+            categories: vec![Category::Amount]
+        }
+    );
+    assert_eq!(
+        s.record(),
+        &before,
+        "the first fingerprint is never overwritten"
+    );
+    s.when(20, complete("w1", "ch_1"));
+    assert_eq!(
+        s.when(30, changed),
+        Decision::Conflict {
+            categories: vec![Category::Amount]
+        }
+    );
+}
+
+#[test]
+fn given_completed_when_claimed_again_then_replay_by_anyone() {
+    let mut s = Scenario::claimed();
+    assert_eq!(s.when(10, complete("w1", "ch_1")), Decision::Accepted);
+    assert_eq!(s.when(20, s.claim("w2")), Decision::Replay);
+    assert_eq!(s.when(5_000, s.claim("w1")), Decision::Replay);
+    assert_eq!(
+        s.state(),
+        &OpState::Completed {
+            result: result("ch_1")
+        }
+    );
+    assert_eq!(s.record().version, 2);
+}
+
+#[test]
+fn given_a_definite_failure_when_claimed_again_then_replay() {
+    let mut s = Scenario::claimed();
+    assert_eq!(
+        s.when(10, fail("w1", FailureKind::Definite, "card_declined")),
+        Decision::Accepted
+    );
+    assert_eq!(s.when(20, s.claim("w2")), Decision::Replay);
+}
+
+#[test]
+fn given_not_accepted_when_claimed_again_then_execute_under_the_same_operation() {
+    let mut s = Scenario::claimed();
+    let id = s.record().id;
+    assert_eq!(
+        s.when(10, fail("w1", FailureKind::NotAccepted, "upstream_503")),
+        Decision::Accepted
+    );
+    assert_eq!(s.when(20, s.claim("w2")), Decision::Execute);
+    let r = s.record();
+    assert_eq!((r.id, r.holder.as_str(), r.executions), (id, "w2", 2));
+    assert_eq!(r.version, 3);
+}
+
+#[test]
+fn given_a_lapsed_lease_of_a_queryable_keyed_tool_when_claimed_then_outcome_unknown() {
+    let mut s = Scenario::claimed();
+    assert_eq!(s.when(LEASE, s.claim("w2")), Decision::OutcomeUnknown);
+    assert_eq!(
+        s.state(),
+        &OpState::OutcomeUnknown {
+            cause: UnknownCause::LeaseLapsed
+        }
+    );
+    assert_eq!(s.when(LEASE + 1, s.claim("w1")), Decision::OutcomeUnknown);
+}
+
+#[test]
+fn given_a_lapsed_lease_of_an_unqueryable_tool_when_claimed_then_manual() {
+    for class in [ToolClass::Keyed, ToolClass::Unsafe] {
+        let mut s = Scenario::new(terms(class, false));
+        s.when(0, s.claim("w1"));
+        assert_eq!(s.when(LEASE + 5, s.claim("w2")), Decision::Manual);
+        assert_eq!(
+            s.state(),
+            &OpState::Manual {
+                cause: UnknownCause::LeaseLapsed
+            }
+        );
+        assert_eq!(s.when(LEASE + 6, s.claim("w3")), Decision::Manual);
+    }
+}
+
+#[test]
+fn given_a_lapsed_lease_of_a_natural_tool_when_claimed_then_the_new_holder_executes() {
+    let mut s = Scenario::new(terms(ToolClass::Natural, false));
+    s.when(0, s.claim("w1"));
+    assert_eq!(s.when(LEASE, s.claim("w2")), Decision::Execute);
+    assert_eq!(s.record().holder, "w2");
+    assert_eq!(
+        s.when(LEASE + 1, complete("w1", "late")),
+        Decision::Rejected(Rejection::NotHolder)
+    );
+}
+
+#[test]
+fn given_a_live_lease_when_the_holder_heartbeats_then_the_lease_extends_from_log_time() {
+    let mut s = Scenario::claimed();
+    assert_eq!(
+        s.when(900, EventBody::Heartbeat(by("w1", Some(1)))),
+        Decision::Accepted
+    );
+    assert_eq!(
+        s.state(),
+        &OpState::Processing {
+            lease_expires_at_ms: 900 + LEASE
+        }
+    );
+    assert_eq!(s.when(1_500, s.claim("w2")), Decision::InProgress);
+}
+
+#[test]
+fn given_a_lapsed_lease_when_the_holder_heartbeats_then_lease_expired() {
+    let mut s = Scenario::claimed();
+    assert_eq!(
+        s.when(LEASE, EventBody::Heartbeat(by("w1", None))),
+        Decision::Rejected(Rejection::LeaseExpired)
+    );
+}
+
+#[test]
+fn given_an_operation_when_a_foreign_holder_reports_then_not_holder() {
+    let mut s = Scenario::claimed();
+    for body in [
+        EventBody::Heartbeat(by("w2", None)),
+        complete("w2", "r"),
+        fail("w2", FailureKind::Definite, "x"),
+        EventBody::UnknownReported(by("w2", None)),
+    ] {
+        assert_eq!(s.when(5, body), Decision::Rejected(Rejection::NotHolder));
+    }
+    assert_eq!(s.record().version, 1);
+}
+
+#[test]
+fn given_an_operation_when_a_stale_version_is_named_then_stale_version_before_holder() {
+    let mut s = Scenario::claimed();
+    let stale = EventBody::Completed(Completion {
+        by: by("w2", Some(7)),
+        result: result("r"),
+    });
+    assert_eq!(
+        s.when(5, stale),
+        Decision::Rejected(Rejection::StaleVersion {
+            expected: 7,
+            current: 1
+        })
+    );
+}
+
+#[test]
+fn given_completed_when_the_holder_repeats_the_same_report_then_unchanged() {
+    let mut s = Scenario::claimed();
+    let report = EventBody::Completed(Completion {
+        by: by("w1", Some(1)),
+        result: result("ch_1"),
+    });
+    assert_eq!(s.when(5, report.clone()), Decision::Accepted);
+    assert_eq!(s.when(6, report), Decision::Unchanged);
+    assert_eq!(s.record().version, 2);
+}
+
+#[test]
+fn given_completed_when_a_different_report_arrives_then_already_finished() {
+    let mut s = Scenario::claimed();
+    s.when(5, complete("w1", "ch_1"));
+    for body in [
+        complete("w1", "ch_2"),
+        fail("w1", FailureKind::Definite, "x"),
+        EventBody::UnknownReported(by("w1", None)),
+        EventBody::Heartbeat(by("w1", None)),
+    ] {
+        assert_eq!(
+            s.when(6, body),
+            Decision::Rejected(Rejection::AlreadyFinished)
+        );
+    }
+    assert_eq!(
+        s.state(),
+        &OpState::Completed {
+            result: result("ch_1")
+        }
+    );
+}
+
+#[test]
+fn given_a_lapsed_unknown_outcome_when_the_late_holder_completes_then_it_converges() {
+    let mut s = Scenario::claimed();
+    s.when(LEASE + 1, s.claim("w2"));
+    assert_eq!(
+        s.when(LEASE + 2, complete("w1", "ch_1")),
+        Decision::Accepted
+    );
+    assert_eq!(s.when(LEASE + 3, s.claim("w2")), Decision::Replay);
+}
+
+#[test]
+fn given_unknown_when_the_late_holder_names_its_old_version_then_stale_version() {
+    let mut s = Scenario::claimed();
+    s.when(LEASE + 1, s.claim("w2"));
+    let late = EventBody::Completed(Completion {
+        by: by("w1", Some(1)),
+        result: result("ch_1"),
+    });
+    assert_eq!(
+        s.when(LEASE + 2, late),
+        Decision::Rejected(Rejection::StaleVersion {
+            expected: 1,
+            current: 2
+        })
+    );
+}
+
+#[test]
+fn given_manual_when_the_holder_reports_then_not_running() {
+    let mut s = Scenario::new(terms(ToolClass::Unsafe, false));
+    s.when(0, s.claim("w1"));
+    s.when(LEASE, s.claim("w2"));
+    for body in [
+        complete("w1", "r"),
+        fail("w1", FailureKind::Definite, "x"),
+        EventBody::Heartbeat(by("w1", None)),
+    ] {
+        assert_eq!(
+            s.when(LEASE + 1, body),
+            Decision::Rejected(Rejection::NotRunning)
+        );
+    }
+    assert_eq!(
+        s.when(LEASE + 1, EventBody::UnknownReported(by("w1", None))),
+        Decision::Unchanged
+    );
+}
+
+#[test]
+fn given_released_when_the_old_holder_reports_then_not_running() {
+    let mut s = Scenario::claimed();
+    s.when(5, fail("w1", FailureKind::NotAccepted, "busy"));
+    assert_eq!(
+        s.when(6, fail("w1", FailureKind::NotAccepted, "busy")),
+        Decision::Unchanged
+    );
+    for body in [
+        complete("w1", "r"),
+        fail("w1", FailureKind::Definite, "x"),
+        EventBody::UnknownReported(by("w1", None)),
+        EventBody::Heartbeat(by("w1", None)),
+    ] {
+        assert_eq!(s.when(7, body), Decision::Rejected(Rejection::NotRunning));
+    }
+}
+
+#[test]
+fn given_processing_when_the_holder_reports_unknown_then_the_class_decides() {
+    let cases = [
+        (
+            terms(ToolClass::Keyed, true),
+            "outcome_unknown",
+            Decision::OutcomeUnknown,
+        ),
+        (terms(ToolClass::Keyed, false), "manual", Decision::Manual),
+        (terms(ToolClass::Unsafe, false), "manual", Decision::Manual),
+        (
+            terms(ToolClass::Natural, false),
+            "released",
+            Decision::Execute,
+        ),
+    ];
+    for (t, state, next_claim) in cases {
+        let mut s = Scenario::new(t);
+        s.when(0, s.claim("w1"));
+        assert_eq!(
+            s.when(1, EventBody::UnknownReported(by("w1", None))),
+            Decision::Accepted
+        );
+        assert_eq!(s.state().name(), state, "{t:?}");
+        assert_eq!(s.when(2, s.claim("w2")), next_claim, "{t:?}");
+    }
+}
+
+#[test]
+fn given_the_same_history_when_folded_twice_then_records_and_decisions_are_equal() {
+    let history = |s: &mut Scenario| -> Vec<Decision> {
+        vec![
+            s.when(0, s.claim("w1")),
+            s.when(10, s.claim("w2")),
+            s.when(20, EventBody::Heartbeat(by("w1", Some(1)))),
+            s.when(30, complete("w1", "ch")),
+            s.when(40, s.claim("w3")),
+        ]
+    };
+    let mut a = Scenario::new(terms(ToolClass::Keyed, true));
+    let mut b = Scenario::new(terms(ToolClass::Keyed, true));
+    assert_eq!(history(&mut a), history(&mut b));
+    assert_eq!(a.record, b.record);
+}

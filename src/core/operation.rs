@@ -1,0 +1,113 @@
+//! The operation record: the derived state of one scoped key, as the arbiter folds it from the log.
+
+use crate::core::contract::ContractTerms;
+use crate::core::event::BusinessResult;
+use crate::core::fingerprint::Fingerprint;
+use crate::core::key::{OperationId, ScopedHash};
+use serde::{Deserialize, Serialize};
+
+/// Why nobody knows whether an operation's side effect happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum UnknownCause {
+    /// The executor's lease lapsed and another claim arrived (R15: not proof of anything).
+    LeaseLapsed,
+    /// The executor said it does not know.
+    HolderReported,
+}
+
+/// The states of an operation (R14). `received` is the instant of the first claim: the arbiter
+/// moves it to `processing` in the same decision, because the claimant is the executor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OpState {
+    /// An executor holds a lease until the deadline (log time).
+    Processing {
+        /// Lease deadline, ms since the epoch, computed from the log's timestamp.
+        lease_expires_at_ms: u64,
+    },
+    /// The side effect happened; the business result is kept for replay.
+    Completed {
+        /// The result.
+        result: BusinessResult,
+    },
+    /// The external system processed and definitely rejected it; replayed as such.
+    Failed {
+        /// The business error code.
+        code: String,
+    },
+    /// Nobody knows yet whether it happened: evidence is needed before anything else.
+    OutcomeUnknown {
+        /// Why.
+        cause: UnknownCause,
+    },
+    /// An operator decides (R18): automation sends no external requests for it.
+    Manual {
+        /// Why it went to a person.
+        cause: UnknownCause,
+    },
+    /// Provably not accepted by the external system: the next claim executes it again, under the
+    /// same key and operation id.
+    Released {
+        /// The code the executor gave.
+        code: String,
+    },
+}
+
+impl OpState {
+    /// The stable state name used in answers, audit output and metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Processing { .. } => "processing",
+            Self::Completed { .. } => "completed",
+            Self::Failed { .. } => "failed",
+            Self::OutcomeUnknown { .. } => "outcome_unknown",
+            Self::Manual { .. } => "manual",
+            Self::Released { .. } => "released",
+        }
+    }
+
+    /// All state names, in a fixed order (for audit output that lists every state).
+    pub const NAMES: [&'static str; 6] = [
+        "processing",
+        "completed",
+        "failed",
+        "outcome_unknown",
+        "manual",
+        "released",
+    ];
+
+    /// Whether the operation has finished for good (completed or definitely failed).
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Self::Completed { .. } | Self::Failed { .. })
+    }
+}
+
+/// Everything the ledger knows about one operation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationRecord {
+    /// Public id.
+    pub id: OperationId,
+    /// Index and partition key.
+    pub scope: ScopedHash,
+    /// The owning principal: the only one that may read it.
+    pub principal: String,
+    /// The tool.
+    pub tool: String,
+    /// The first accepted fingerprint; never overwritten (R9).
+    pub fingerprint: Fingerprint,
+    /// The upstream operation, for sub-keys (R5).
+    pub parent: Option<OperationId>,
+    /// The contract terms frozen at the first claim.
+    pub terms: ContractTerms,
+    /// Current state.
+    pub state: OpState,
+    /// Bumped on every accepted state or holder change; transitions may name the one they expect.
+    pub version: u64,
+    /// The executor of the latest execution.
+    pub holder: String,
+    /// How many times `execute` was granted to a new execution (1 for the first claim).
+    pub executions: u32,
+    /// Log time of the first claim.
+    pub created_at_ms: u64,
+    /// Log time of the latest accepted change.
+    pub updated_at_ms: u64,
+}

@@ -1,0 +1,310 @@
+//! The ledger service: the shell between callers (HTTP, benchmarks, tests) and the log.
+//!
+//! It validates input and computes keys and fingerprints with the pure core, appends one event,
+//! and waits for the arbiter's decision on it. Bad input is refused here, before anything is
+//! appended, so it leaves no trace in the log. Nothing here holds a lock across an await.
+
+use crate::arbiter::replies::{Answer, Replies};
+use crate::config::Principal;
+use crate::core::contract::ToolContract;
+use crate::core::event::{
+    self, BusinessResult, Claim, Completion, Envelope, EventBody, Failure, FailureKind, Transition,
+};
+use crate::core::fingerprint::{self, FingerprintError};
+use crate::core::input::{self, InputError};
+use crate::core::key::{ClientKey, KeyError, OperationId, ScopedHash};
+use crate::core::operation::{OpState, OperationRecord};
+use crate::log::model::{EventLog, NewRecord, partition_for};
+use crate::projection::{Projection, ProjectionError};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a caller waits for the arbiter's decision after its event is durable.
+pub const DECISION_WAIT_DEFAULT: Duration = Duration::from_secs(10);
+
+/// Why a call was refused or could not be answered. Messages never carry a key, a token or a
+/// request value (R7).
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// No `Idempotency-Key`.
+    #[error("the Idempotency-Key header is missing")]
+    MissingKey,
+    /// The key is not acceptable.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// The tool is not declared.
+    #[error("the tool is not declared in this ledger's config")]
+    UnknownTool,
+    /// The principal may not use the tool.
+    #[error("this principal may not use the tool")]
+    ToolNotAllowed,
+    /// A field is not acceptable.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// The business request cannot be fingerprinted.
+    #[error("the request cannot be fingerprinted: {0}")]
+    Fingerprint(#[from] FingerprintError),
+    /// The parent is not an operation of this principal.
+    #[error("`parent` names no operation of this principal")]
+    UnknownParent,
+    /// The parent has no result yet, so the child's fingerprint cannot include it.
+    #[error("the parent operation has not completed, so its result cannot enter this claim")]
+    ParentNotCompleted,
+    /// No such operation for this principal.
+    #[error("no such operation")]
+    NotFound,
+    /// The log did not accept the event; nothing was decided.
+    #[error("the log is unavailable: {0}")]
+    Unavailable(String),
+    /// The event is durable but its decision did not arrive in time; retrying the same call is
+    /// safe and returns the same operation.
+    #[error("the decision did not arrive in time; retry the same call")]
+    DecisionTimeout,
+    /// The projection store failed.
+    #[error(transparent)]
+    Projection(#[from] ProjectionError),
+}
+
+/// A claim as callers send it.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimInput<'a> {
+    /// Tool name.
+    pub tool: &'a str,
+    /// The raw `Idempotency-Key` header, if any.
+    pub key: Option<&'a str>,
+    /// The worker asking to execute.
+    pub holder: &'a str,
+    /// The business request.
+    pub request: &'a serde_json::Value,
+    /// The upstream operation id, for sub-keys.
+    pub parent: Option<&'a str>,
+}
+
+/// The answer to a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claimed {
+    /// A `read` tool: nothing is recorded; call and retry freely.
+    NotRecorded,
+    /// The arbiter's decision.
+    Decided(Box<Answer>),
+}
+
+/// An executor's report about its operation.
+#[derive(Debug, Clone)]
+pub enum Report {
+    /// Still working: extend the lease.
+    Heartbeat,
+    /// The side effect happened.
+    Complete(BusinessResult),
+    /// It failed definitely, or was not accepted.
+    Fail {
+        /// Which.
+        kind: FailureKind,
+        /// The business error code.
+        code: String,
+    },
+    /// Nobody knows whether it happened.
+    Unknown,
+}
+
+/// The ledger service over one log.
+pub struct Ledger<L: EventLog> {
+    log: Arc<L>,
+    projection: Projection,
+    replies: Arc<Replies>,
+    tools: Arc<HashMap<String, ToolContract>>,
+    decision_wait: Duration,
+}
+
+impl<L: EventLog> Ledger<L> {
+    /// A ledger over a log whose arbiters deliver into `replies`.
+    pub fn new(
+        log: Arc<L>,
+        projection: Projection,
+        replies: Arc<Replies>,
+        tools: HashMap<String, ToolContract>,
+    ) -> Self {
+        Self {
+            log,
+            projection,
+            replies,
+            tools: Arc::new(tools),
+            decision_wait: DECISION_WAIT_DEFAULT,
+        }
+    }
+
+    /// The tool contracts.
+    pub fn tools(&self) -> &HashMap<String, ToolContract> {
+        &self.tools
+    }
+
+    /// Claims an operation: create-or-return (R8, R9, R13).
+    pub async fn claim(
+        &self,
+        principal: &Principal,
+        input: ClaimInput<'_>,
+    ) -> Result<Claimed, LedgerError> {
+        let contract = self.tools.get(input.tool).ok_or(LedgerError::UnknownTool)?;
+        if !principal.may_use(input.tool) {
+            return Err(LedgerError::ToolNotAllowed);
+        }
+        if !contract.is_recorded() {
+            return Ok(Claimed::NotRecorded);
+        }
+        let key = ClientKey::parse(input.key.ok_or(LedgerError::MissingKey)?)?;
+        input::visible_ascii("holder", input.holder, input::HOLDER_BYTES_MAX)?;
+        let parent = match input.parent {
+            Some(text) => Some(self.completed_parent(principal, text)?),
+            None => None,
+        };
+        let upstream_ref = match &parent {
+            Some((_, OpState::Completed { result })) => Some(result.resource_ref.as_str()),
+            _ => None,
+        };
+        let fingerprint =
+            fingerprint::fingerprint_v1(&contract.fingerprint, input.request, upstream_ref)?;
+        let scope = ScopedHash::of(&principal.id, input.tool, &key);
+        let body = EventBody::Claimed(Claim {
+            principal: principal.id.clone(),
+            tool: input.tool.to_owned(),
+            holder: input.holder.to_owned(),
+            fingerprint,
+            parent: parent.map(|(id, _)| id),
+            terms: contract.terms(),
+        });
+        self.submit(scope, body)
+            .await
+            .map(|a| Claimed::Decided(Box::new(a)))
+    }
+
+    fn completed_parent(
+        &self,
+        principal: &Principal,
+        text: &str,
+    ) -> Result<(OperationId, OpState), LedgerError> {
+        let id = OperationId::parse(text).ok_or(LedgerError::UnknownParent)?;
+        let record = self.owned(principal, id).map_err(|e| match e {
+            LedgerError::NotFound => LedgerError::UnknownParent,
+            other => other,
+        })?;
+        match record.state {
+            state @ OpState::Completed { .. } => Ok((id, state)),
+            _ => Err(LedgerError::ParentNotCompleted),
+        }
+    }
+
+    /// Reports on an operation as its executor.
+    pub async fn report(
+        &self,
+        principal: &Principal,
+        id: OperationId,
+        holder: &str,
+        expected_version: Option<u64>,
+        report: Report,
+    ) -> Result<Answer, LedgerError> {
+        input::visible_ascii("holder", holder, input::HOLDER_BYTES_MAX)?;
+        match &report {
+            Report::Complete(result) => {
+                input::plain_text(
+                    "resource_ref",
+                    &result.resource_ref,
+                    input::RESOURCE_REF_BYTES_MAX,
+                )?;
+                if result.headers.len() > input::RESULT_HEADERS_MAX {
+                    return Err(InputError {
+                        field: "headers",
+                        rule: format!("may hold at most {} entries", input::RESULT_HEADERS_MAX),
+                    }
+                    .into());
+                }
+                for (name, value) in &result.headers {
+                    input::visible_ascii("headers", name, input::HEADER_BYTES_MAX)?;
+                    input::plain_text("headers", value, input::HEADER_BYTES_MAX)?;
+                }
+            }
+            Report::Fail { code, .. } => input::visible_ascii("code", code, input::CODE_BYTES_MAX)?,
+            Report::Heartbeat | Report::Unknown => {}
+        }
+        let record = self.owned(principal, id)?;
+        let by = Transition {
+            holder: holder.to_owned(),
+            expected_version,
+        };
+        let body = match report {
+            Report::Heartbeat => EventBody::Heartbeat(by),
+            Report::Complete(result) => EventBody::Completed(Completion { by, result }),
+            Report::Fail { kind, code } => EventBody::Failed(Failure { by, kind, code }),
+            Report::Unknown => EventBody::UnknownReported(by),
+        };
+        self.submit(record.scope, body).await
+    }
+
+    /// Reads an operation; only its owning principal sees it (R4, R20).
+    pub fn get(
+        &self,
+        principal: &Principal,
+        id: OperationId,
+    ) -> Result<OperationRecord, LedgerError> {
+        self.owned(principal, id)
+    }
+
+    fn owned(
+        &self,
+        principal: &Principal,
+        id: OperationId,
+    ) -> Result<OperationRecord, LedgerError> {
+        let scope = self
+            .projection
+            .scope_of(&id)?
+            .ok_or(LedgerError::NotFound)?;
+        let record = self.projection.get(&scope)?.ok_or(LedgerError::NotFound)?;
+        // Another principal's operation is answered exactly like a missing one.
+        if record.principal != principal.id {
+            return Err(LedgerError::NotFound);
+        }
+        Ok(record)
+    }
+
+    /// Appends one event and waits for the arbiter's decision on it.
+    async fn submit(&self, scope: ScopedHash, body: EventBody) -> Result<Answer, LedgerError> {
+        let (reply_to, decided) = self.replies.register();
+        let envelope = Envelope {
+            scope,
+            operation_id: OperationId::for_scope(&scope),
+            reply_to: Some(reply_to),
+            body,
+        };
+        let payload = match event::encode(&envelope) {
+            Ok(p) => p,
+            Err(e) => {
+                self.replies.cancel(reply_to);
+                return Err(LedgerError::Unavailable(e.to_string()));
+            }
+        };
+        let partition = partition_for(&scope.0, self.log.partition_count());
+        let appended = self
+            .log
+            .append(
+                partition,
+                vec![NewRecord {
+                    key: scope.0,
+                    payload,
+                }],
+            )
+            .await;
+        if let Err(e) = appended {
+            self.replies.cancel(reply_to);
+            tracing::error!(partition, scope = %scope.prefix(), error = %e, "append failed");
+            return Err(LedgerError::Unavailable(e.to_string()));
+        }
+        match tokio::time::timeout(self.decision_wait, decided).await {
+            Ok(Ok(answer)) => Ok(answer),
+            _ => {
+                self.replies.cancel(reply_to);
+                tracing::warn!(partition, scope = %scope.prefix(), "decision did not arrive in time");
+                Err(LedgerError::DecisionTimeout)
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! `log.meta`: format version, partition count and log id, in a tiny line format.
+//!
+//! ```text
+//! opledger-embedded-log
+//! format_version = 1
+//! partitions = 8
+//! log_id = 1b4e28ba-2fa1-41d2-883f-0016d3cca427
+//! ```
+//!
+//! Written once, on first open, via temp file + fsync + rename + directory fsync so that a
+//! crash leaves either no meta file or a complete one.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use uuid::Uuid;
+
+use crate::log::model::LogError;
+
+/// Name of the metadata file inside the log directory.
+pub(crate) const META_FILE: &str = "log.meta";
+const META_TMP_FILE: &str = "log.meta.tmp";
+const MAGIC: &str = "opledger-embedded-log";
+/// Current on-disk format version.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+
+/// Parsed contents of `log.meta`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Meta {
+    pub format_version: u32,
+    pub partitions: u32,
+    pub log_id: Uuid,
+}
+
+/// Wraps an I/O error with what was being done.
+pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> LogError {
+    let context = context.into();
+    move |source| LogError::Io { context, source }
+}
+
+/// Fsyncs a directory so that entries created or renamed in it are durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), LogError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(format!("syncing directory {}", dir.display())))
+}
+
+/// Reads `dir/log.meta`; `Ok(None)` when it does not exist.
+pub(crate) fn read_meta(dir: &Path) -> Result<Option<Meta>, LogError> {
+    let path = dir.join(META_FILE);
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(format!("reading {}", path.display()))(e)),
+    };
+    parse_meta(&text)
+        .map(Some)
+        .map_err(|reason| LogError::InvalidMeta { path, reason })
+}
+
+fn parse_meta(text: &str) -> Result<Meta, String> {
+    let mut lines = text.lines();
+    if lines.next().map(str::trim) != Some(MAGIC) {
+        return Err(format!("first line is not `{MAGIC}`"));
+    }
+    let (mut version, mut partitions, mut log_id) = (None, None, None);
+    for line in lines {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (k, v) = line
+            .split_once('=')
+            .ok_or_else(|| format!("malformed line `{line}`"))?;
+        let (k, v) = (k.trim(), v.trim());
+        match k {
+            "format_version" => {
+                version = Some(
+                    v.parse::<u32>()
+                        .map_err(|e| format!("format_version: {e}"))?,
+                )
+            }
+            "partitions" => {
+                partitions = Some(v.parse::<u32>().map_err(|e| format!("partitions: {e}"))?)
+            }
+            "log_id" => log_id = Some(Uuid::parse_str(v).map_err(|e| format!("log_id: {e}"))?),
+            // Unknown keys are rejected rather than ignored: they would come from a newer
+            // format this code does not understand.
+            other => return Err(format!("unknown key `{other}`")),
+        }
+    }
+    let format_version = version.ok_or("missing format_version")?;
+    if format_version != FORMAT_VERSION {
+        return Err(format!(
+            "unsupported format_version {format_version} (this build reads {FORMAT_VERSION})"
+        ));
+    }
+    Ok(Meta {
+        format_version,
+        partitions: partitions.ok_or("missing partitions")?,
+        log_id: log_id.ok_or("missing log_id")?,
+    })
+}
+
+fn render_meta(meta: &Meta) -> String {
+    format!(
+        "{MAGIC}\nformat_version = {}\npartitions = {}\nlog_id = {}\n",
+        meta.format_version,
+        meta.partitions,
+        meta.log_id.hyphenated()
+    )
+}
+
+/// Atomically writes `dir/log.meta` (temp file, fsync, rename, directory fsync).
+pub(crate) fn write_meta(dir: &Path, meta: &Meta) -> Result<(), LogError> {
+    let tmp: PathBuf = dir.join(META_TMP_FILE);
+    let path = dir.join(META_FILE);
+    let ctx = || format!("writing {}", tmp.display());
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(io_err(ctx()))?;
+    f.write_all(render_meta(meta).as_bytes())
+        .map_err(io_err(ctx()))?;
+    f.sync_all().map_err(io_err(ctx()))?;
+    drop(f);
+    fs::rename(&tmp, &path).map_err(io_err(format!("renaming {}", tmp.display())))?;
+    sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip_and_rejects() {
+        let meta = Meta {
+            format_version: FORMAT_VERSION,
+            partitions: 12,
+            log_id: Uuid::new_v4(),
+        };
+        assert_eq!(parse_meta(&render_meta(&meta)), Ok(meta.clone()));
+        assert!(parse_meta("garbage").is_err());
+        let newer = render_meta(&meta).replace("format_version = 1", "format_version = 2");
+        assert!(parse_meta(&newer).is_err());
+        let missing = render_meta(&meta).replace("partitions = 12\n", "");
+        assert!(parse_meta(&missing).is_err());
+    }
+}

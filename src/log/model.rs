@@ -1,0 +1,198 @@
+//! The backend-independent seam of the operation ledger's event log.
+//!
+//! Everything above the log (ingest, projections, streaming) talks to an [`EventLog`];
+//! the embedded file-based backend and a future Kafka backend both implement it and both
+//! must pass the same conformance suite (`conformance`). Keep this module free of any
+//! backend detail.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Offset of a record within its partition, dense from 0.
+pub type Offset = u64;
+
+/// Key of a record: the SHA-256 scoped operation hash (also the partition key).
+pub type RecordKey = [u8; 32];
+
+/// A record handed to [`EventLog::append`]; the log assigns offset and timestamp.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewRecord {
+    /// Partition key and identity of the operation.
+    pub key: RecordKey,
+    /// Opaque payload; the log never interprets it.
+    pub payload: Vec<u8>,
+}
+
+/// A durable record as returned by [`EventLog::read`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogRecord {
+    /// Partition the record lives in.
+    pub partition: u32,
+    /// Dense offset within the partition.
+    pub offset: Offset,
+    /// Timestamp assigned by the log at append time (ms since the Unix epoch);
+    /// non-decreasing within a partition.
+    pub timestamp_ms: u64,
+    /// The record key as appended.
+    pub key: RecordKey,
+    /// The payload as appended. `Arc` so an in-memory tail can hand out copies cheaply.
+    pub payload: Arc<[u8]>,
+}
+
+/// Acknowledgement for one appended record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// Offset assigned to the record.
+    pub offset: Offset,
+    /// Timestamp assigned to the record (ms since the Unix epoch).
+    pub timestamp_ms: u64,
+}
+
+/// Errors of any [`EventLog`] backend.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// An I/O operation failed; `context` says what the log was doing.
+    #[error("I/O error while {context}: {source}")]
+    Io {
+        /// What the log was doing (e.g. "syncing segment p0003/00000000000000000000.seg").
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Stored data failed verification somewhere it cannot be a torn (never acknowledged)
+    /// tail, so it cannot be repaired automatically.
+    #[error(
+        "corrupt log data in partition {partition}, {path} at byte {position}: {reason}",
+        path = .segment.display()
+    )]
+    Corrupt {
+        /// Partition whose data is corrupt.
+        partition: u32,
+        /// File (or directory) where the problem was found.
+        segment: PathBuf,
+        /// Byte position within `segment`.
+        position: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The partition number is not below the partition count.
+    #[error("partition {partition} out of range (partition count {partition_count})")]
+    PartitionOutOfRange {
+        /// Requested partition.
+        partition: u32,
+        /// Number of partitions of the log.
+        partition_count: u32,
+    },
+    /// The log on disk / in the cluster has a different partition count than configured.
+    /// Never accepted silently: the partition function would route keys differently.
+    #[error("partition count mismatch: log has {on_disk} partitions, configured {configured}")]
+    PartitionCountMismatch {
+        /// Partition count recorded with the existing log.
+        on_disk: u32,
+        /// Partition count in the configuration.
+        configured: u32,
+    },
+    /// The log is shut down (or shutting down); no further appends or waits are served.
+    #[error("the log is closed")]
+    Closed,
+    /// A record payload is larger than the configured maximum.
+    #[error("record of {size} bytes exceeds the maximum of {max} bytes")]
+    RecordTooLarge {
+        /// Payload size of the offending record.
+        size: usize,
+        /// Configured maximum payload size.
+        max: usize,
+    },
+    /// An earlier write or sync failed in this partition; it accepts no further appends
+    /// because it cannot know what reached the disk. Reopening the log recovers it.
+    #[error("partition {partition} stopped accepting appends after a failure: {reason}")]
+    Poisoned {
+        /// The poisoned partition.
+        partition: u32,
+        /// The failure that poisoned it.
+        reason: String,
+    },
+    /// The storage is already opened by another log instance (this or another process).
+    #[error("log storage {path} is locked by another instance", path = .path.display())]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// The log's metadata is missing, unreadable or of an unsupported format.
+    #[error("invalid log metadata in {path}: {reason}", path = .path.display())]
+    InvalidMeta {
+        /// The metadata file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Options passed to the backend are invalid.
+    #[error("invalid options: {0}")]
+    InvalidOptions(String),
+}
+
+/// A durable, partitioned, append-only event log.
+///
+/// Guarantees every backend must provide (checked by `conformance`):
+///
+/// * **Acknowledged means durable.** When [`append`](EventLog::append) returns `Ok`, every
+///   record of the call is durable (embedded: written and `fdatasync`ed; Kafka: acknowledged
+///   by all in-sync replicas) and will be returned by reads, including after a restart or
+///   crash. When it returns `Err`, the records may or may not have been stored: the caller
+///   must treat the outcome as unknown (and retry idempotently by key if needed).
+/// * **Dense offsets.** Offsets within a partition are assigned densely from 0 in append
+///   order; the records of one `append` call get consecutive offsets in call order.
+///   Partitions are independent of each other.
+/// * **Order.** Reads return records in offset order, exactly as appended (key, payload),
+///   with the offset and timestamp that `append` reported.
+/// * **Timestamps** are assigned by the log and never decrease within a partition, even if
+///   the wall clock goes backwards (also across restarts).
+/// * **No dirty reads.** [`read`](EventLog::read), [`end_offset`](EventLog::end_offset) and
+///   [`wait_beyond`](EventLog::wait_beyond) only ever expose durable records.
+pub trait EventLog: Send + Sync + 'static {
+    /// Number of partitions; fixed for the life of the log.
+    fn partition_count(&self) -> u32;
+
+    /// Appends records to one partition, in order. Returns only once every record is durable
+    /// (embedded: written and fdatasync'ed), with dense offsets and the log's timestamps.
+    fn append(
+        &self,
+        partition: u32,
+        records: Vec<NewRecord>,
+    ) -> impl Future<Output = Result<Vec<Appended>, LogError>> + Send;
+
+    /// Reads up to `max_records` durable records with offset >= `from`, in offset order;
+    /// empty when none yet.
+    fn read(
+        &self,
+        partition: u32,
+        from: Offset,
+        max_records: usize,
+    ) -> impl Future<Output = Result<Vec<LogRecord>, LogError>> + Send;
+
+    /// The next offset to be assigned in the partition (= number of durable records).
+    fn end_offset(&self, partition: u32) -> impl Future<Output = Result<Offset, LogError>> + Send;
+
+    /// Resolves once the durable end of the partition is > `offset` (i.e. record `offset`
+    /// can be read). Err(Closed) on shutdown.
+    fn wait_beyond(
+        &self,
+        partition: u32,
+        offset: Offset,
+    ) -> impl Future<Output = Result<(), LogError>> + Send;
+}
+
+/// The one partition function all backends share: first 8 bytes of the key as big-endian
+/// u64, modulo the count.
+///
+/// A `partition_count` of 0 is treated as 1 (everything maps to partition 0) rather than
+/// panicking; backends reject a zero partition count at construction anyway.
+pub fn partition_for(key: &RecordKey, partition_count: u32) -> u32 {
+    let mut prefix = [0u8; 8];
+    prefix.copy_from_slice(&key[..8]);
+    let n = u64::from(partition_count.max(1));
+    // The remainder is < partition_count, so it always fits in u32.
+    (u64::from_be_bytes(prefix) % n) as u32
+}

@@ -1,0 +1,302 @@
+//! The projection store: operation records in sled, derived from the log and rebuildable from it.
+//!
+//! One sled tree holds everything, under one-byte key prefixes, so that a batch of records and the
+//! partition's applied offset are written in one atomic `apply_batch`:
+//!
+//! | key                          | value                                   |
+//! |------------------------------|-----------------------------------------|
+//! | `o` + scoped hash (32)       | record format (u16 LE) + bincode record |
+//! | `i` + operation id (16)      | scoped hash (32)                        |
+//! | `a` + partition (u32 BE)     | next offset to apply (u64 BE)           |
+//! | `m` + name                   | metadata: format, log id, partitions    |
+//!
+//! sled 0.34 is beta software with corruption reports after `kill -9`; nothing here is the source
+//! of truth. A projection that cannot be opened, or whose metadata does not match the log, is moved
+//! aside and rebuilt by re-applying the log from offset 0.
+
+use crate::core::key::{OperationId, ScopedHash};
+use crate::core::operation::OperationRecord;
+use std::path::{Path, PathBuf};
+
+/// Version of the stored record layout. Bump it when [`OperationRecord`] changes shape: a
+/// projection of another format is rebuilt from the log (older events are upcast on the way).
+pub const PROJECTION_FORMAT: u16 = 1;
+
+const PREFIX_RECORD: u8 = b'o';
+const PREFIX_INDEX: u8 = b'i';
+const PREFIX_APPLIED: u8 = b'a';
+const META_FORMAT: &[u8] = b"mformat";
+const META_LOG_ID: &[u8] = b"mlog_id";
+const META_PARTITIONS: &[u8] = b"mpartitions";
+
+/// What went wrong in the projection store.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectionError {
+    /// sled failed.
+    #[error("projection store: {0}")]
+    Sled(#[from] sled::Error),
+    /// Moving a broken projection aside failed.
+    #[error("cannot move the projection at {path} aside: {source}")]
+    MoveAside {
+        /// The projection directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A stored value does not decode: the projection must be rebuilt.
+    #[error("projection record under {what} does not decode: {reason}; run `opledger rebuild`")]
+    Corrupt {
+        /// Which key (a hash prefix or id, never a client key).
+        what: String,
+        /// The decoder's complaint.
+        reason: String,
+    },
+}
+
+/// Why a projection was rebuilt at open instead of resumed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reset {
+    /// Opened as it was; arbiters resume from their applied offsets.
+    None,
+    /// Created for the first time.
+    Fresh,
+    /// Moved aside and recreated; arbiters re-apply the whole log.
+    Rebuilt {
+        /// What failed the integrity check.
+        reason: String,
+    },
+}
+
+/// The log a projection must belong to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogIdentity {
+    /// The log's unique id.
+    pub log_id: [u8; 16],
+    /// Its partition count.
+    pub partitions: u32,
+}
+
+/// The sled-backed projection store.
+#[derive(Clone)]
+pub struct Projection {
+    db: sled::Db,
+}
+
+impl Projection {
+    /// Opens the projection in `dir`, checking that it belongs to `log` and has the current
+    /// format. Anything that fails is moved aside (never deleted) and recreated empty.
+    pub fn open(
+        dir: &Path,
+        cache_bytes: u64,
+        log: LogIdentity,
+    ) -> Result<(Self, Reset), ProjectionError> {
+        let existed = dir.exists();
+        let reason = match open_db(dir, cache_bytes) {
+            Ok(db) => match check_meta(&db, log) {
+                Ok(true) => return Ok((Self { db }, Reset::None)),
+                Ok(false) => {
+                    write_meta(&db, log)?;
+                    let reset = if existed {
+                        Reset::Rebuilt {
+                            reason: "the projection had no metadata".into(),
+                        }
+                    } else {
+                        Reset::Fresh
+                    };
+                    return Ok((Self { db }, reset));
+                }
+                Err(mismatch) => mismatch,
+            },
+            Err(e) => format!("it cannot be opened: {e}"),
+        };
+        move_aside(dir)?;
+        let db = open_db(dir, cache_bytes)?;
+        write_meta(&db, log)?;
+        Ok((Self { db }, Reset::Rebuilt { reason }))
+    }
+
+    /// Discards the projection (moved aside) and starts an empty one: `opledger rebuild`.
+    pub fn reset(dir: &Path, cache_bytes: u64, log: LogIdentity) -> Result<Self, ProjectionError> {
+        if dir.exists() {
+            move_aside(dir)?;
+        }
+        let db = open_db(dir, cache_bytes)?;
+        write_meta(&db, log)?;
+        Ok(Self { db })
+    }
+
+    /// The record of a scope.
+    pub fn get(&self, scope: &ScopedHash) -> Result<Option<OperationRecord>, ProjectionError> {
+        let key = record_key(scope);
+        match self.db.get(key)? {
+            Some(bytes) => decode_record(&bytes, || scope.prefix()).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The scope of an operation id.
+    pub fn scope_of(&self, id: &OperationId) -> Result<Option<ScopedHash>, ProjectionError> {
+        let mut key = [0u8; 17];
+        key[0] = PREFIX_INDEX;
+        key[1..].copy_from_slice(&id.0);
+        match self.db.get(key)? {
+            Some(bytes) => <[u8; 32]>::try_from(bytes.as_ref())
+                .map(|b| Some(ScopedHash(b)))
+                .map_err(|_| ProjectionError::Corrupt {
+                    what: format!("operation {id}"),
+                    reason: "index entry is not 32 bytes".into(),
+                }),
+            None => Ok(None),
+        }
+    }
+
+    /// The next offset a partition's arbiter must apply (0 for a fresh projection).
+    pub fn applied(&self, partition: u32) -> Result<u64, ProjectionError> {
+        match self.db.get(applied_key(partition))? {
+            Some(bytes) => <[u8; 8]>::try_from(bytes.as_ref())
+                .map(u64::from_be_bytes)
+                .map_err(|_| ProjectionError::Corrupt {
+                    what: format!("applied offset of partition {partition}"),
+                    reason: "not 8 bytes".into(),
+                }),
+            None => Ok(0),
+        }
+    }
+
+    /// Writes changed records and the partition's new applied offset in one atomic batch.
+    /// Not flushed: the log is durable, and a lost batch is re-applied from the log on restart.
+    pub fn commit<'a>(
+        &self,
+        partition: u32,
+        next_offset: u64,
+        records: impl IntoIterator<Item = &'a OperationRecord>,
+    ) -> Result<(), ProjectionError> {
+        let mut batch = sled::Batch::default();
+        for record in records {
+            batch.insert(&record_key(&record.scope)[..], encode_record(record));
+            let mut index = [0u8; 17];
+            index[0] = PREFIX_INDEX;
+            index[1..].copy_from_slice(&record.id.0);
+            batch.insert(&index[..], &record.scope.0[..]);
+        }
+        batch.insert(&applied_key(partition)[..], &next_offset.to_be_bytes()[..]);
+        self.db.apply_batch(batch)?;
+        Ok(())
+    }
+
+    /// Every record, in scope order (for the digest).
+    pub fn records(&self) -> impl Iterator<Item = Result<OperationRecord, ProjectionError>> + '_ {
+        self.db.scan_prefix([PREFIX_RECORD]).map(|item| {
+            let (key, value) = item?;
+            decode_record(&value, || hex::encode(&key[1..7.min(key.len())]))
+        })
+    }
+
+    /// Flushes sled to disk (on shutdown, so the next start has less to re-apply).
+    pub fn flush(&self) -> Result<(), ProjectionError> {
+        self.db.flush()?;
+        Ok(())
+    }
+}
+
+fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, sled::Error> {
+    sled::Config::new()
+        .path(dir)
+        .cache_capacity(cache_bytes)
+        .flush_every_ms(Some(1_000))
+        .open()
+}
+
+/// `Ok(true)`: matches; `Ok(false)`: no metadata yet; `Err(reason)`: belongs elsewhere.
+fn check_meta(db: &sled::Db, log: LogIdentity) -> Result<bool, String> {
+    let get = |k: &[u8]| {
+        db.get(k)
+            .map_err(|e| format!("its metadata cannot be read: {e}"))
+    };
+    let (Some(format), Some(log_id), Some(partitions)) =
+        (get(META_FORMAT)?, get(META_LOG_ID)?, get(META_PARTITIONS)?)
+    else {
+        return Ok(false);
+    };
+    if format.as_ref() != PROJECTION_FORMAT.to_le_bytes() {
+        return Err(format!(
+            "its record format is {:?}, this build writes {PROJECTION_FORMAT}",
+            format.as_ref()
+        ));
+    }
+    if log_id.as_ref() != log.log_id {
+        return Err("it was built from another log".into());
+    }
+    if partitions.as_ref() != log.partitions.to_le_bytes() {
+        return Err("it was built for another partition count".into());
+    }
+    Ok(true)
+}
+
+fn write_meta(db: &sled::Db, log: LogIdentity) -> Result<(), ProjectionError> {
+    let mut batch = sled::Batch::default();
+    batch.insert(META_FORMAT, &PROJECTION_FORMAT.to_le_bytes()[..]);
+    batch.insert(META_LOG_ID, &log.log_id[..]);
+    batch.insert(META_PARTITIONS, &log.partitions.to_le_bytes()[..]);
+    db.apply_batch(batch)?;
+    db.flush()?;
+    Ok(())
+}
+
+fn move_aside(dir: &Path) -> Result<(), ProjectionError> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let mut aside = dir.as_os_str().to_owned();
+    aside.push(format!(".broken-{stamp}"));
+    std::fs::rename(dir, &aside).map_err(|source| ProjectionError::MoveAside {
+        path: dir.to_owned(),
+        source,
+    })
+}
+
+fn record_key(scope: &ScopedHash) -> [u8; 33] {
+    let mut key = [0u8; 33];
+    key[0] = PREFIX_RECORD;
+    key[1..].copy_from_slice(&scope.0);
+    key
+}
+
+fn applied_key(partition: u32) -> [u8; 5] {
+    let mut key = [0u8; 5];
+    key[0] = PREFIX_APPLIED;
+    key[1..].copy_from_slice(&partition.to_be_bytes());
+    key
+}
+
+fn encode_record(record: &OperationRecord) -> Vec<u8> {
+    let mut out = PROJECTION_FORMAT.to_le_bytes().to_vec();
+    // Plain data into a Vec: encoding cannot fail.
+    let body = bincode::serde::encode_to_vec(record, bincode::config::standard())
+        .expect("operation record encodes");
+    out.extend_from_slice(&body);
+    out
+}
+
+fn decode_record(
+    bytes: &[u8],
+    what: impl Fn() -> String,
+) -> Result<OperationRecord, ProjectionError> {
+    let corrupt = |reason: String| ProjectionError::Corrupt {
+        what: what(),
+        reason,
+    };
+    let (format, body) = bytes
+        .split_first_chunk::<2>()
+        .ok_or_else(|| corrupt("shorter than its format prefix".into()))?;
+    if u16::from_le_bytes(*format) != PROJECTION_FORMAT {
+        return Err(corrupt(format!("format {}", u16::from_le_bytes(*format))));
+    }
+    bincode::serde::decode_from_slice(body, bincode::config::standard())
+        .map(|(record, _)| record)
+        .map_err(|e| corrupt(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests;

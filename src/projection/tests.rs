@@ -1,0 +1,118 @@
+use super::*;
+use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
+use crate::core::fingerprint::{FINGERPRINT_VERSION, Fingerprint};
+use crate::core::operation::OpState;
+
+const LOG: LogIdentity = LogIdentity {
+    log_id: [1; 16],
+    partitions: 4,
+};
+
+fn record(n: u8) -> OperationRecord {
+    let scope = ScopedHash([n; 32]);
+    OperationRecord {
+        id: OperationId::for_scope(&scope),
+        scope,
+        principal: "agent-a".into(),
+        tool: "t".into(),
+        fingerprint: Fingerprint {
+            version: FINGERPRINT_VERSION,
+            parts: vec![],
+        },
+        parent: None,
+        terms: ContractTerms {
+            class: ToolClass::Keyed,
+            loss: LossLevel::High,
+            lease_ms: 1,
+            retention_ms: 1,
+            queryable: false,
+            accept_unknown_risk: false,
+        },
+        state: OpState::Processing {
+            lease_expires_at_ms: 9,
+        },
+        version: 1,
+        holder: "w".into(),
+        executions: 1,
+        created_at_ms: 0,
+        updated_at_ms: 0,
+    }
+}
+
+#[test]
+fn given_a_commit_when_reopened_then_records_index_and_applied_offset_are_there() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("projection");
+    {
+        let (p, reset) = Projection::open(&path, 1 << 20, LOG).expect("opens");
+        assert_eq!(reset, Reset::Fresh);
+        assert_eq!(p.applied(2).expect("reads"), 0);
+        p.commit(2, 17, [&record(5), &record(3)]).expect("commits");
+        p.flush().expect("flushes");
+    }
+    let (p, reset) = Projection::open(&path, 1 << 20, LOG).expect("reopens");
+    assert_eq!(reset, Reset::None);
+    assert_eq!(p.applied(2).expect("reads"), 17);
+    assert_eq!(p.applied(1).expect("reads"), 0);
+    let r = record(5);
+    assert_eq!(p.get(&r.scope).expect("reads"), Some(r.clone()));
+    assert_eq!(p.scope_of(&r.id).expect("reads"), Some(r.scope));
+    let order: Vec<u8> = p
+        .records()
+        .map(|r| r.expect("decodes").scope.0[0])
+        .collect();
+    assert_eq!(order, vec![3, 5], "records iterate in scope order");
+}
+
+#[test]
+fn given_a_projection_of_another_log_when_opened_then_it_is_moved_aside_and_empty() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("projection");
+    {
+        let (p, _) = Projection::open(&path, 1 << 20, LOG).expect("opens");
+        p.commit(0, 1, [&record(1)]).expect("commits");
+        p.flush().expect("flushes");
+    }
+    let other = LogIdentity {
+        log_id: [2; 16],
+        ..LOG
+    };
+    let (p, reset) = Projection::open(&path, 1 << 20, other).expect("opens");
+    assert!(
+        matches!(&reset, Reset::Rebuilt { reason } if reason.contains("another log")),
+        "{reset:?}"
+    );
+    assert_eq!(p.applied(0).expect("reads"), 0);
+    assert_eq!(p.get(&record(1).scope).expect("reads"), None);
+    let aside = std::fs::read_dir(dir.path())
+        .expect("lists")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains(".broken-"))
+        .count();
+    assert_eq!(aside, 1, "the old projection is kept aside, not deleted");
+}
+
+#[test]
+fn given_garbage_where_the_projection_should_be_when_opened_then_it_is_rebuilt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("projection");
+    std::fs::create_dir_all(&path).expect("mkdir");
+    std::fs::write(path.join("conf"), b"\xff\xfe not sled").expect("writes");
+    std::fs::write(path.join("db"), b"\x00\x01garbage").expect("writes");
+    let (p, reset) = Projection::open(&path, 1 << 20, LOG).expect("opens");
+    assert!(matches!(reset, Reset::Rebuilt { .. }), "{reset:?}");
+    p.commit(0, 1, [&record(1)]).expect("usable after rebuild");
+}
+
+#[test]
+fn given_a_corrupt_record_when_read_then_a_typed_error_names_the_hash_prefix() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (p, _) = Projection::open(&dir.path().join("p"), 1 << 20, LOG).expect("opens");
+    let r = record(4);
+    p.db.insert(record_key(&r.scope), &b"\x01\x00\xff\xff"[..])
+        .expect("inserts");
+    match p.get(&r.scope) {
+        Err(ProjectionError::Corrupt { what, .. }) => assert_eq!(what, r.scope.prefix()),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+}

@@ -1,0 +1,280 @@
+//! Test harness: runs the real `opledger` binary on loopback with a config of the test's own,
+//! waits for its "listening" line (no sleeps), and talks to it over HTTP.
+#![allow(dead_code)]
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Two principals with every role, for isolation tests.
+pub const TOKEN_A: &str = "token-agent-a-0001";
+pub const TOKEN_B: &str = "token-agent-b-0002";
+
+/// The config every end-to-end test starts from; `extra` is appended (more tools, limits).
+pub fn config_text(data_dir: &Path, extra: &str) -> String {
+    format!(
+        r#"
+data_dir = "{data}"
+listen = "127.0.0.1:0"
+
+[log]
+partitions = 4
+
+[limits]
+body_bytes_max = 4096
+
+[[principal]]
+id = "agent-a"
+token = "{TOKEN_A}"
+roles = ["agent", "operator", "auditor"]
+tools = ["*"]
+
+[[principal]]
+id = "agent-b"
+token = "{TOKEN_B}"
+roles = ["agent"]
+tools = ["payments.charge", "tickets.create"]
+
+[[tool]]
+name = "payments.charge"
+class = "keyed"
+loss = "high"
+lease = "30s"
+status_url = "http://127.0.0.1:9/status/{{operation_id}}"
+[tool.fingerprint]
+amount = ["amount", "currency"]
+recipient = ["customer"]
+body = ["description"]
+
+[[tool]]
+name = "tickets.create"
+class = "keyed"
+loss = "low"
+lease = "30s"
+[tool.fingerprint]
+target = ["project"]
+body = ["title"]
+
+[[tool]]
+name = "search.lookup"
+class = "read"
+loss = "low"
+{extra}
+"#,
+        data = data_dir.display()
+    )
+}
+
+/// A running `opledger serve`.
+pub struct Server {
+    pub dir: PathBuf,
+    pub config: PathBuf,
+    pub base: String,
+    pub stderr_path: PathBuf,
+    child: Child,
+    client: reqwest::Client,
+}
+
+impl Server {
+    /// Starts a server in a fresh directory.
+    pub fn start(dir: &Path) -> Self {
+        Self::start_with(dir, "", &[])
+    }
+
+    /// Starts a server with extra config and extra command-line arguments.
+    pub fn start_with(dir: &Path, extra_config: &str, args: &[&str]) -> Self {
+        let data = dir.join("data");
+        let config = dir.join("opledger.toml");
+        std::fs::write(&config, config_text(&data, extra_config)).expect("writes config");
+        Self::spawn(dir, config, args)
+    }
+
+    fn spawn(dir: &Path, config: PathBuf, args: &[&str]) -> Self {
+        let stderr_path = dir.join(format!(
+            "stderr-{}.log",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        ));
+        let stderr = std::fs::File::create(&stderr_path).expect("creates stderr file");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_opledger"))
+            .arg("serve")
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("starts opledger");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut lines = BufReader::new(stdout).lines();
+        let base = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(addr) = line.strip_prefix("opledger listening on ") {
+                        break addr.trim().to_owned();
+                    }
+                }
+                _ => {
+                    let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+                    panic!("opledger exited before listening; stderr:\n{err}");
+                }
+            }
+        };
+        // Keep draining stdout (into a file) so the server never blocks on a full pipe.
+        let stdout_path = stderr_path.with_extension("stdout");
+        std::thread::spawn(move || {
+            use std::io::Write;
+            if let Ok(mut f) = std::fs::File::create(stdout_path) {
+                for line in lines.map_while(Result::ok) {
+                    let _ = writeln!(f, "{line}");
+                }
+            }
+        });
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("client");
+        Self {
+            dir: dir.to_owned(),
+            config,
+            base,
+            stderr_path,
+            child,
+            client,
+        }
+    }
+
+    /// Starts a server on an existing config (and its data).
+    pub fn start_existing(dir: &Path, config: &Path) -> Self {
+        Self::spawn(dir, config.to_owned(), &[])
+    }
+
+    /// `kill -9`, then start again on the same data directory.
+    pub fn kill9_and_restart(mut self) -> Self {
+        self.kill9();
+        Self::spawn(&self.dir.clone(), self.config.clone(), &[])
+    }
+
+    /// `kill -9`: no shutdown code runs.
+    pub fn kill9(&mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reaped");
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    pub fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill -TERM");
+        assert!(status.success());
+        let exit = self.child.wait().expect("waits");
+        assert!(exit.success(), "opledger exited with {exit}");
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// Everything the server printed on stdout after its listening line.
+    pub fn stdout(&self) -> String {
+        std::fs::read_to_string(self.stderr_path.with_extension("stdout")).unwrap_or_default()
+    }
+
+    /// Runs `opledger audit` or `opledger rebuild` and parses its JSON.
+    pub fn cli_json(&self, command: &str) -> Value {
+        cli_json(&self.config, command)
+    }
+
+    pub async fn claim(&self, token: &str, key: &str, body: Value) -> (u16, Value) {
+        let req = self
+            .client
+            .post(format!("{}/v1/operations", self.base))
+            .bearer_auth(token)
+            .header("Idempotency-Key", key)
+            .json(&body);
+        send(req).await
+    }
+
+    pub async fn post(&self, token: &str, path: &str, body: Value) -> (u16, Value) {
+        let req = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .json(&body);
+        send(req).await
+    }
+
+    pub async fn get(&self, token: &str, path: &str) -> (u16, Value) {
+        send(
+            self.client
+                .get(format!("{}{path}", self.base))
+                .bearer_auth(token),
+        )
+        .await
+    }
+
+    pub fn raw(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    pub async fn complete(
+        &self,
+        token: &str,
+        id: &str,
+        holder: &str,
+        reference: &str,
+    ) -> (u16, Value) {
+        self.post(
+            token,
+            &format!("/v1/operations/{id}/complete"),
+            json!({"holder": holder, "result": {"resource_ref": reference, "status": 201}}),
+        )
+        .await
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs a CLI command on a config and parses the JSON it prints last.
+pub fn cli_json(config: &Path, command: &str) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .arg(command)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .expect("runs opledger");
+    assert!(
+        out.status.success(),
+        "opledger {command} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("prints JSON")
+}
+
+pub async fn send(req: reqwest::RequestBuilder) -> (u16, Value) {
+    let resp = req.send().await.expect("request is answered");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, value)
+}
+
+/// A payments.charge claim body.
+pub fn charge(holder: &str, amount: &str, customer: &str) -> Value {
+    json!({
+        "tool": "payments.charge",
+        "holder": holder,
+        "request": {"amount": amount, "currency": "EUR", "customer": customer, "description": "order 42"}
+    })
+}

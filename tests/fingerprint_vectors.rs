@@ -1,0 +1,162 @@
+//! Checks every vector in `schemas/fingerprint-v1-vectors.json`.
+//!
+//! The expected values are frozen: if this test fails after a change, the change
+//! altered v1 fingerprints and must become a new version instead.
+
+use std::collections::BTreeMap;
+
+use opledger::core::canonical::{Mode, canonical_json, normalise_decimal, normalise_timestamp};
+use opledger::core::fingerprint::{
+    Category, FINGERPRINT_VERSION, Fingerprint, FingerprintSpec, fingerprint_v1,
+};
+use serde_json::Value;
+
+const VECTORS: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/schemas/fingerprint-v1-vectors.json"
+));
+
+fn vectors() -> Value {
+    serde_json::from_str(VECTORS).expect("vectors file is valid JSON")
+}
+
+fn section<'a>(all: &'a Value, name: &str) -> &'a [Value] {
+    let items = all[name]
+        .as_array()
+        .unwrap_or_else(|| panic!("section {name} missing"));
+    assert!(!items.is_empty(), "section {name} is empty");
+    items
+}
+
+fn name(v: &Value) -> &str {
+    v["name"].as_str().unwrap_or("<unnamed>")
+}
+
+fn parse_spec(v: &Value) -> Result<FingerprintSpec, serde_json::Error> {
+    let fields: BTreeMap<Category, Vec<String>> = serde_json::from_value(v.clone())?;
+    Ok(FingerprintSpec { fields })
+}
+
+fn opt_str<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+#[test]
+fn given_vector_file_when_read_then_declares_version_1() {
+    assert_eq!(vectors()["version"], Value::from(FINGERPRINT_VERSION));
+}
+
+#[test]
+fn given_fingerprint_vectors_when_computed_then_hashes_match_frozen_hex() {
+    let all = vectors();
+    for v in section(&all, "fingerprint_vectors") {
+        let spec = parse_spec(&v["spec"]).expect("spec parses");
+        let fp = fingerprint_v1(&spec, &v["request"], opt_str(v, "upstream_ref"))
+            .unwrap_or_else(|e| panic!("{}: {e}", name(v)));
+        let got: BTreeMap<String, String> = fp
+            .parts
+            .iter()
+            .map(|(c, h)| (c.as_str().to_owned(), hex::encode(h)))
+            .collect();
+        let expected: BTreeMap<String, String> =
+            serde_json::from_value(v["expected"].clone()).expect("expected map");
+        assert!(!expected.is_empty(), "{}: no expected parts", name(v));
+        assert_eq!(got, expected, "vector {}", name(v));
+        assert_eq!(
+            Some(fp.short_hex().as_str()),
+            opt_str(v, "expected_short_hex"),
+            "vector {}",
+            name(v)
+        );
+        // The stored JSON form carries exactly the same hex values.
+        let stored: Fingerprint = serde_json::from_value(serde_json::json!({
+            "version": 1,
+            "parts": v["expected"].clone(),
+        }))
+        .expect("stored form parses");
+        assert!(stored.matches(&fp), "vector {}", name(v));
+    }
+}
+
+#[test]
+fn given_equivalence_vectors_when_compared_then_expected_categories_differ_both_ways() {
+    let all = vectors();
+    for v in section(&all, "equivalence_vectors") {
+        let spec = parse_spec(&v["spec"]).expect("spec parses");
+        let a = fingerprint_v1(&spec, &v["a"], opt_str(v, "upstream_ref_a"))
+            .unwrap_or_else(|e| panic!("{} a: {e}", name(v)));
+        let b = fingerprint_v1(&spec, &v["b"], opt_str(v, "upstream_ref_b"))
+            .unwrap_or_else(|e| panic!("{} b: {e}", name(v)));
+        let expected: Vec<Category> =
+            serde_json::from_value(v["expected_differing"].clone()).expect("categories");
+        assert_eq!(a.differing_categories(&b), expected, "vector {}", name(v));
+        assert_eq!(
+            b.differing_categories(&a),
+            expected,
+            "vector {} (b vs a)",
+            name(v)
+        );
+        assert_eq!(a.matches(&b), expected.is_empty(), "vector {}", name(v));
+    }
+}
+
+#[test]
+fn given_error_vectors_when_computed_then_expected_error_codes() {
+    let all = vectors();
+    for v in section(&all, "error_vectors") {
+        let expected = opt_str(v, "expected_error").expect("expected_error");
+        let got = match parse_spec(&v["spec"]) {
+            Err(_) => "unknown_category",
+            Ok(spec) => match fingerprint_v1(&spec, &v["request"], opt_str(v, "upstream_ref")) {
+                Ok(_) => "ok",
+                Err(e) => e.code(),
+            },
+        };
+        assert_eq!(got, expected, "vector {}", name(v));
+    }
+}
+
+#[test]
+fn given_decimal_vectors_when_normalised_then_expected() {
+    let all = vectors();
+    for v in section(&all, "decimal_vectors") {
+        let input = opt_str(v, "input").expect("input");
+        assert_eq!(
+            normalise_decimal(input).as_deref(),
+            opt_str(v, "expected"),
+            "input {input:?}"
+        );
+    }
+}
+
+#[test]
+fn given_timestamp_vectors_when_normalised_then_expected() {
+    let all = vectors();
+    for v in section(&all, "timestamp_vectors") {
+        let input = opt_str(v, "input").expect("input");
+        assert_eq!(
+            normalise_timestamp(input).as_deref(),
+            opt_str(v, "expected"),
+            "input {input:?}"
+        );
+    }
+}
+
+#[test]
+fn given_canonical_json_vectors_when_canonicalised_then_expected_text() {
+    let all = vectors();
+    for v in section(&all, "canonical_json_vectors") {
+        let mode = match opt_str(v, "mode") {
+            Some("plain") => Mode::Plain,
+            Some("amount") => Mode::Amount,
+            other => panic!("bad mode {other:?}"),
+        };
+        let got = canonical_json(&v["value"], mode).expect("canonicalisable");
+        assert_eq!(
+            Some(got.as_str()),
+            opt_str(v, "expected"),
+            "value {}",
+            v["value"]
+        );
+    }
+}

@@ -1,0 +1,659 @@
+//! Embedded-backend specific tests: recovery, corruption, segment rolling, metadata.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use opledger::log::embedded::{EmbeddedLog, EmbeddedOptions};
+use opledger::log::model::{Appended, EventLog, LogError, LogRecord, NewRecord};
+
+const FRAME_OVERHEAD: u64 = 56;
+
+fn rec(n: u64, len: usize) -> NewRecord {
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&n.to_be_bytes());
+    key[31] = 0x5a;
+    let payload = (0..len).map(|i| (n as usize * 31 + i) as u8).collect();
+    NewRecord { key, payload }
+}
+
+fn open(dir: &Path, options: EmbeddedOptions) -> EmbeddedLog {
+    EmbeddedLog::open(dir, options).expect("open embedded log")
+}
+
+/// Appends `n` records one call each, starting with tag `start`; returns what was appended.
+async fn append_each(
+    log: &EmbeddedLog,
+    p: u32,
+    start: u64,
+    n: u64,
+    len: usize,
+) -> Vec<(NewRecord, Appended)> {
+    let mut out = Vec::new();
+    for i in start..start + n {
+        let r = rec(i, len);
+        let ack = log.append(p, vec![r.clone()]).await.expect("append");
+        out.push((r, ack[0]));
+    }
+    out
+}
+
+async fn read_all(log: &EmbeddedLog, p: u32) -> Vec<LogRecord> {
+    let end = log.end_offset(p).await.expect("end_offset");
+    let recs = log.read(p, 0, usize::MAX).await.expect("read");
+    assert_eq!(recs.len() as u64, end);
+    recs
+}
+
+fn assert_same(read: &[LogRecord], appended: &[(NewRecord, Appended)]) {
+    assert_eq!(read.len(), appended.len(), "record count");
+    for (r, (n, a)) in read.iter().zip(appended) {
+        assert_eq!((r.offset, r.timestamp_ms), (a.offset, a.timestamp_ms));
+        assert_eq!(r.key, n.key);
+        assert_eq!(&r.payload[..], &n.payload[..]);
+    }
+}
+
+fn segments(dir: &Path, p: u32) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir.join(format!("p{p:04}")))
+        .expect("read partition dir")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    v.sort();
+    v
+}
+
+fn len_of(path: &Path) -> u64 {
+    fs::metadata(path).expect("metadata").len()
+}
+
+fn flip_byte(path: &Path, position: u64) {
+    let mut bytes = fs::read(path).expect("read segment");
+    bytes[position as usize] ^= 0xff;
+    fs::write(path, bytes).expect("write segment");
+}
+
+/// Damages the tail of a closed log in several ways; each time reopening keeps the intact
+/// records, drops the damaged one and continues densely.
+#[tokio::test]
+async fn torn_tail_is_truncated_and_appends_continue() {
+    type Damage = fn(&Path, u64);
+    let frame = FRAME_OVERHEAD + 100;
+    let damages: Vec<(&str, Damage)> = vec![
+        ("chop 5 bytes", |p, len| {
+            OpenOptions::new()
+                .write(true)
+                .open(p)
+                .unwrap()
+                .set_len(len - 5)
+                .unwrap()
+        }),
+        ("chop into header", |p, len| {
+            let f = OpenOptions::new().write(true).open(p).unwrap();
+            f.set_len(len - (FRAME_OVERHEAD + 100) + 3).unwrap()
+        }),
+        ("flip payload byte", |p, len| flip_byte(p, len - 10)),
+        ("flip crc byte", |p, len| {
+            flip_byte(p, len - (FRAME_OVERHEAD + 100) + 5)
+        }),
+        ("flip length byte", |p, len| {
+            flip_byte(p, len - (FRAME_OVERHEAD + 100))
+        }),
+    ];
+    for (name, damage) in damages {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let log = open(dir, EmbeddedOptions::new(2));
+        let appended = append_each(&log, 0, 0, 10, 100).await;
+        log.close().unwrap();
+        let seg = &segments(dir, 0)[0];
+        let len = len_of(seg);
+        assert_eq!(len, 10 * frame);
+        damage(seg, len);
+
+        let log = open(dir, EmbeddedOptions::new(2));
+        assert_eq!(
+            log.end_offset(0).await.unwrap(),
+            9,
+            "{name}: end after recovery"
+        );
+        assert_same(&read_all(&log, 0).await, &appended[..9]);
+        assert_eq!(
+            len_of(seg),
+            9 * frame,
+            "{name}: segment truncated at the bad frame"
+        );
+        let more = append_each(&log, 0, 100, 3, 100).await;
+        assert_eq!(more[0].1.offset, 9, "{name}: appends continue densely");
+        drop(log);
+
+        let log = open(dir, EmbeddedOptions::new(2));
+        let mut want = appended[..9].to_vec();
+        want.extend(more);
+        assert_same(&read_all(&log, 0).await, &want);
+    }
+}
+
+/// Garbage after the last valid frame, and a valid frame with a wrong offset, are both a
+/// torn tail.
+#[tokio::test]
+async fn trailing_garbage_and_non_dense_offset_are_truncated() {
+    for valid_but_wrong_offset in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let log = open(dir, EmbeddedOptions::new(1));
+        let appended = append_each(&log, 0, 0, 5, 40).await;
+        log.close().unwrap();
+        let seg = &segments(dir, 0)[0];
+        let bytes = fs::read(seg).unwrap();
+        let len = bytes.len() as u64;
+        let tail: Vec<u8> = if valid_but_wrong_offset {
+            // A copy of frame 0: correct CRC, but offset 0 where 5 is expected.
+            bytes[..(FRAME_OVERHEAD + 40) as usize].to_vec()
+        } else {
+            vec![0xab; 23]
+        };
+        OpenOptions::new()
+            .append(true)
+            .open(seg)
+            .unwrap()
+            .write_all(&tail)
+            .unwrap();
+
+        let log = open(dir, EmbeddedOptions::new(1));
+        assert_eq!(log.end_offset(0).await.unwrap(), 5);
+        assert_same(&read_all(&log, 0).await, &appended);
+        assert_eq!(len_of(seg), len);
+        let ack = log.append(0, vec![rec(9, 40)]).await.unwrap();
+        assert_eq!(ack[0].offset, 5);
+    }
+}
+
+/// A bad frame in a segment that is not the last is corruption of acknowledged data:
+/// open fails with `Corrupt` naming the place, and nothing is truncated.
+#[tokio::test]
+async fn corruption_in_non_last_segment_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut options = EmbeddedOptions::new(2);
+    options.segment_bytes_max = 1024;
+    let log = open(dir, options.clone());
+    append_each(&log, 1, 0, 40, 100).await;
+    log.close().unwrap();
+    let segs = segments(dir, 1);
+    assert!(
+        segs.len() >= 3,
+        "expected several segments, got {}",
+        segs.len()
+    );
+    let victim = &segs[1];
+    let len = len_of(victim);
+    let frame = FRAME_OVERHEAD + 100;
+    flip_byte(victim, frame + 60); // payload of the victim's second frame
+
+    match EmbeddedLog::open(dir, options.clone()) {
+        Err(LogError::Corrupt {
+            partition,
+            segment,
+            position,
+            reason,
+        }) => {
+            assert_eq!(partition, 1);
+            assert_eq!(&segment, victim);
+            assert_eq!(position, frame);
+            assert!(reason.contains("crc"), "reason: {reason}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert_eq!(len_of(victim), len, "corrupt segment must not be truncated");
+
+    // A missing segment (gap in offsets) is also corruption.
+    flip_byte(victim, frame + 60); // repair
+    fs::remove_file(victim).unwrap();
+    assert!(matches!(
+        EmbeddedLog::open(dir, options),
+        Err(LogError::Corrupt { partition: 1, .. })
+    ));
+}
+
+/// Small segments: records never straddle segments, files are named by base offset, and
+/// reads cross segment boundaries, before and after reopen, from cache and from files.
+#[tokio::test]
+async fn segments_roll_and_reads_cross_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut options = EmbeddedOptions::new(2);
+    options.segment_bytes_max = 1000;
+    options.index_interval_records = 4;
+    let frame = FRAME_OVERHEAD + 100; // 156 bytes: 6 frames per segment
+    let log = open(dir, options.clone());
+    let mut appended = append_each(&log, 0, 0, 25, 100).await;
+    // A batch that itself spans several segments.
+    let batch: Vec<NewRecord> = (1000..1020).map(|i| rec(i, 100)).collect();
+    let acks = log.append(0, batch.clone()).await.unwrap();
+    appended.extend(batch.into_iter().zip(acks));
+    // A record bigger than a segment gets a segment of its own.
+    let big = rec(5000, 3000);
+    let ack = log.append(0, vec![big.clone()]).await.unwrap();
+    appended.push((big, ack[0]));
+    appended.extend(append_each(&log, 0, 2000, 5, 100).await);
+    assert_same(&read_all(&log, 0).await, &appended);
+    log.close().unwrap();
+
+    let segs = segments(dir, 0);
+    let mut expected_base = 0u64;
+    for seg in &segs {
+        let name = seg.file_stem().unwrap().to_str().unwrap();
+        assert_eq!(name.len(), 20);
+        let base: u64 = name.parse().unwrap();
+        assert_eq!(base, expected_base, "segment {name} base");
+        let len = len_of(seg);
+        if base == 45 {
+            assert_eq!(len, FRAME_OVERHEAD + 3000, "oversized record alone");
+            expected_base += 1;
+        } else {
+            assert!(len <= 1000, "segment {name} has {len} bytes");
+            assert_eq!(len % frame, 0, "whole frames only");
+            expected_base += len / frame;
+        }
+    }
+    assert_eq!(expected_base, appended.len() as u64);
+
+    // Reopen with the cache off so every read comes from the files.
+    options.tail_cache_records_max = 0;
+    let log = open(dir, options);
+    assert_same(&read_all(&log, 0).await, &appended);
+    for from in 0..appended.len() {
+        for max in [1usize, 3, 7, 100] {
+            let got = log.read(0, from as u64, max).await.unwrap();
+            let to = (from + max).min(appended.len());
+            assert_same(&got, &appended[from..to]);
+        }
+    }
+    let more = append_each(&log, 0, 3000, 10, 100).await;
+    assert_eq!(more[0].1.offset, appended.len() as u64);
+}
+
+/// Reads served from the files equal reads served from the tail cache, including ranges
+/// that start before the cache and run into it.
+#[tokio::test]
+async fn file_reads_equal_cache_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut options = EmbeddedOptions::new(1);
+    options.tail_cache_records_max = 100_000;
+    let log = open(dir, options.clone());
+    let mut n = 0;
+    for size in [1usize, 2, 5, 13, 40, 1, 100, 3, 200] {
+        let batch: Vec<NewRecord> = (n..n + size as u64)
+            .map(|i| rec(i, (i % 300) as usize))
+            .collect();
+        log.append(0, batch).await.unwrap();
+        n += size as u64;
+    }
+    let ranges: Vec<(u64, usize)> = (0..n)
+        .step_by(11)
+        .flat_map(|f| [(f, 1), (f, 17), (f, 1000)])
+        .collect();
+    let mut from_cache = Vec::new();
+    for &(f, m) in &ranges {
+        from_cache.push(log.read(0, f, m).await.unwrap());
+    }
+    log.close().unwrap();
+
+    for (cache, interval) in [(0usize, 1u64), (0, 1024), (10, 3)] {
+        let mut o = options.clone();
+        o.tail_cache_records_max = cache;
+        o.index_interval_records = interval;
+        let log = open(dir, o);
+        // With a small cache, append a few so the cache holds the newest records only.
+        for (i, &(f, m)) in ranges.iter().enumerate() {
+            assert_eq!(
+                log.read(0, f, m).await.unwrap(),
+                from_cache[i],
+                "read({f}, {m}) cache={cache}"
+            );
+        }
+        drop(log);
+    }
+
+    // Small cache: the newest records come from memory, older ones from files.
+    let mut o = options.clone();
+    o.tail_cache_records_max = 10;
+    let log = open(dir, o);
+    let extra: Vec<_> = append_each(&log, 0, 9000, 30, 50).await;
+    let all = read_all(&log, 0).await;
+    assert_eq!(
+        &all[..n as usize],
+        &from_cache
+            .iter()
+            .find(|v| v.len() as u64 == n)
+            .cloned()
+            .unwrap()[..]
+    );
+    assert_same(&all[n as usize..], &extra);
+    for f in n..n + 30 {
+        assert_same(
+            &log.read(0, f, 5).await.unwrap(),
+            &extra[(f - n) as usize..((f - n) as usize + 5).min(30)],
+        );
+    }
+}
+
+#[tokio::test]
+async fn partition_count_mismatch_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let log = open(dir, EmbeddedOptions::new(4));
+    log.append(3, vec![rec(1, 10)]).await.unwrap();
+    drop(log);
+    for configured in [3, 5, 1] {
+        match EmbeddedLog::open(dir, EmbeddedOptions::new(configured)) {
+            Err(LogError::PartitionCountMismatch {
+                on_disk: 4,
+                configured: c,
+            }) => assert_eq!(c, configured),
+            other => panic!("expected PartitionCountMismatch, got {other:?}"),
+        }
+    }
+    let log = open(dir, EmbeddedOptions::new(4));
+    assert_eq!(log.end_offset(3).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn log_id_is_stable_and_meta_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = open(&tmp.path().join("a"), EmbeddedOptions::new(2));
+    let b = open(&tmp.path().join("b"), EmbeddedOptions::new(2));
+    let (id_a, id_b) = (a.log_id(), b.log_id());
+    assert_ne!(id_a, id_b);
+    drop(a);
+    let a = open(&tmp.path().join("a"), EmbeddedOptions::new(2));
+    assert_eq!(a.log_id(), id_a);
+    let meta = fs::read_to_string(tmp.path().join("a/log.meta")).unwrap();
+    assert!(meta.contains("format_version = 1"), "{meta}");
+    assert!(meta.contains("partitions = 2"), "{meta}");
+    assert!(meta.contains(&id_a.to_string()), "{meta}");
+    assert!(!tmp.path().join("a/log.meta.tmp").exists());
+}
+
+#[tokio::test]
+async fn second_instance_on_same_dir_is_locked_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = open(tmp.path(), EmbeddedOptions::new(2));
+    assert!(matches!(
+        EmbeddedLog::open(tmp.path(), EmbeddedOptions::new(2)),
+        Err(LogError::Locked { .. })
+    ));
+    drop(log);
+    open(tmp.path(), EmbeddedOptions::new(2));
+}
+
+#[tokio::test]
+async fn missing_meta_over_data_and_missing_partition_dir_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let log = open(dir, EmbeddedOptions::new(2));
+    log.append(1, vec![rec(1, 10)]).await.unwrap();
+    drop(log);
+    fs::remove_file(dir.join("log.meta")).unwrap();
+    assert!(matches!(
+        EmbeddedLog::open(dir, EmbeddedOptions::new(2)),
+        Err(LogError::InvalidMeta { .. })
+    ));
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    drop(open(dir, EmbeddedOptions::new(2)));
+    fs::remove_dir_all(dir.join("p0001")).unwrap();
+    assert!(matches!(
+        EmbeddedLog::open(dir, EmbeddedOptions::new(2)),
+        Err(LogError::Corrupt { partition: 1, .. })
+    ));
+}
+
+#[tokio::test]
+async fn timestamps_never_go_backwards_even_if_the_clock_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let now = Arc::new(AtomicU64::new(1_000_000));
+    let mut options = EmbeddedOptions::new(1);
+    let clock = now.clone();
+    options.clock = Arc::new(move || clock.load(Ordering::SeqCst));
+    let log = open(tmp.path(), options.clone());
+    let a = log.append(0, vec![rec(1, 1)]).await.unwrap()[0];
+    assert_eq!(a.timestamp_ms, 1_000_000);
+    now.store(500, Ordering::SeqCst);
+    let b = log.append(0, vec![rec(2, 1)]).await.unwrap()[0];
+    assert_eq!(
+        b.timestamp_ms, 1_000_000,
+        "clock went back; timestamp must not"
+    );
+    now.store(1_000_007, Ordering::SeqCst);
+    let c = log.append(0, vec![rec(3, 1)]).await.unwrap()[0];
+    assert_eq!(c.timestamp_ms, 1_000_007);
+    drop(log);
+    // Also across a restart.
+    now.store(3, Ordering::SeqCst);
+    let log = open(tmp.path(), options);
+    let d = log.append(0, vec![rec(4, 1)]).await.unwrap()[0];
+    assert_eq!((d.offset, d.timestamp_ms), (3, 1_000_007));
+}
+
+#[tokio::test]
+async fn shutdown_wakes_waiters_and_refuses_appends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = Arc::new(open(tmp.path(), EmbeddedOptions::new(2)));
+    log.append(0, vec![rec(1, 10)]).await.unwrap();
+    let waiter = {
+        let log = log.clone();
+        tokio::spawn(async move { log.wait_beyond(0, 5).await })
+    };
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!waiter.is_finished());
+    log.shutdown();
+    assert!(matches!(waiter.await.unwrap(), Err(LogError::Closed)));
+    assert!(matches!(
+        log.append(0, vec![rec(2, 10)]).await,
+        Err(LogError::Closed)
+    ));
+    assert!(matches!(log.wait_beyond(1, 0).await, Err(LogError::Closed)));
+    // Already-durable records stay readable and waits that are satisfied still succeed.
+    assert_eq!(log.read(0, 0, 10).await.unwrap().len(), 1);
+    log.wait_beyond(0, 0).await.unwrap();
+}
+
+#[tokio::test]
+async fn oversized_records_and_bad_options_are_rejected() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut options = EmbeddedOptions::new(1);
+    options.record_bytes_max = 100;
+    let log = open(tmp.path(), options);
+    assert!(matches!(
+        log.append(0, vec![rec(1, 100), rec(2, 101)]).await,
+        Err(LogError::RecordTooLarge {
+            size: 101,
+            max: 100
+        })
+    ));
+    assert_eq!(
+        log.end_offset(0).await.unwrap(),
+        0,
+        "nothing of a rejected call is written"
+    );
+    log.append(0, vec![rec(1, 100)]).await.unwrap();
+    drop(log);
+
+    for bad in [
+        EmbeddedOptions {
+            partitions: 0,
+            ..EmbeddedOptions::new(1)
+        },
+        EmbeddedOptions {
+            segment_bytes_max: 0,
+            ..EmbeddedOptions::new(1)
+        },
+        EmbeddedOptions {
+            batch_records_max: 0,
+            ..EmbeddedOptions::new(1)
+        },
+        EmbeddedOptions {
+            record_bytes_max: usize::MAX,
+            ..EmbeddedOptions::new(1)
+        },
+    ] {
+        assert!(matches!(
+            EmbeddedLog::open(&tmp.path().join("x"), bad),
+            Err(LogError::InvalidOptions(_))
+        ));
+    }
+}
+
+/// A crash right after rolling can leave a last segment that is empty or only holds a torn
+/// frame; recovery keeps the previous segments and continues at the right offset.
+#[tokio::test]
+async fn torn_first_frame_of_a_fresh_segment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut options = EmbeddedOptions::new(1);
+    options.segment_bytes_max = 500;
+    let log = open(dir, options.clone());
+    let appended = append_each(&log, 0, 0, 9, 100).await; // 3 frames per segment -> 3 segments
+    drop(log);
+    let segs = segments(dir, 0);
+    assert_eq!(segs.len(), 3);
+    // Keep only a torn start of the last segment's first frame.
+    OpenOptions::new()
+        .write(true)
+        .open(&segs[2])
+        .unwrap()
+        .set_len(30)
+        .unwrap();
+    let log = open(dir, options.clone());
+    assert_eq!(log.end_offset(0).await.unwrap(), 6);
+    assert_eq!(len_of(&segs[2]), 0);
+    assert_same(&read_all(&log, 0).await, &appended[..6]);
+    drop(log);
+    // An empty last segment is fine too, and appends go into it.
+    let log = open(dir, options);
+    let more = append_each(&log, 0, 50, 2, 100).await;
+    assert_eq!(more[0].1.offset, 6);
+    assert_eq!(len_of(&segs[2]), 2 * (FRAME_OVERHEAD + 100));
+}
+
+/// Minimal `tracing` subscriber that records events as text (no extra dependency).
+mod capture {
+    use std::fmt::Write as _;
+    use std::sync::{Arc, Mutex};
+
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Metadata, Subscriber};
+
+    #[derive(Clone, Default)]
+    pub struct Capture(pub Arc<Mutex<Vec<String>>>);
+
+    struct Fields(String);
+    impl Visit for Fields {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            let _ = write!(self.0, "{}={:?} ", field.name(), value);
+        }
+    }
+
+    impl Subscriber for Capture {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let mut f = Fields(format!("{} ", event.metadata().level()));
+            event.record(&mut f);
+            self.0.lock().unwrap().push(f.0);
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+}
+
+/// The truncation is reported with partition, segment, position and bytes dropped.
+#[tokio::test]
+async fn torn_tail_truncation_is_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let log = open(dir, EmbeddedOptions::new(3));
+    append_each(&log, 2, 0, 4, 100).await;
+    drop(log);
+    let seg = segments(dir, 2)[0].clone();
+    let len = len_of(&seg);
+    OpenOptions::new()
+        .write(true)
+        .open(&seg)
+        .unwrap()
+        .set_len(len - 7)
+        .unwrap();
+
+    let cap = capture::Capture::default();
+    let log = tracing::subscriber::with_default(cap.clone(), || open(dir, EmbeddedOptions::new(3)));
+    assert_eq!(log.end_offset(2).await.unwrap(), 3);
+    let events = cap.0.lock().unwrap().clone();
+    let warn = events
+        .iter()
+        .find(|e| e.contains("truncated torn tail"))
+        .unwrap_or_else(|| panic!("no truncation warning in {events:#?}"));
+    assert!(warn.starts_with("WARN"), "{warn}");
+    assert!(warn.contains("partition=2 "), "{warn}");
+    assert!(
+        warn.contains(&format!("position={} ", 3 * (FRAME_OVERHEAD + 100))),
+        "{warn}"
+    );
+    assert!(
+        warn.contains(&format!("bytes_dropped={} ", FRAME_OVERHEAD + 100 - 7)),
+        "{warn}"
+    );
+    assert!(warn.contains("00000000000000000000.seg"), "{warn}");
+}
+
+/// A failed write poisons the partition: the failing append gets an I/O error, later
+/// appends and waits get `Poisoned`, nothing unacknowledged becomes visible, and other
+/// partitions keep working. The failure is provoked by deleting the partition directory so
+/// that rolling to a new segment cannot create its file.
+#[tokio::test]
+async fn failed_write_poisons_the_partition() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut options = EmbeddedOptions::new(2);
+    options.segment_bytes_max = 200; // one 100-byte record per segment
+    let log = Arc::new(open(dir, options));
+    log.append(0, vec![rec(0, 100)]).await.unwrap();
+    fs::remove_dir_all(dir.join("p0000")).unwrap();
+
+    let waiter = {
+        let log = log.clone();
+        tokio::spawn(async move { log.wait_beyond(0, 1).await })
+    };
+    let err = log.append(0, vec![rec(1, 100)]).await.unwrap_err();
+    assert!(matches!(err, LogError::Io { .. }), "{err:?}");
+    assert!(matches!(
+        waiter.await.unwrap(),
+        Err(LogError::Poisoned { partition: 0, .. })
+    ));
+    assert!(matches!(
+        log.append(0, vec![rec(2, 100)]).await,
+        Err(LogError::Poisoned { partition: 0, .. })
+    ));
+    assert_eq!(
+        log.end_offset(0).await.unwrap(),
+        1,
+        "nothing unacknowledged is published"
+    );
+    // The other partition is unaffected.
+    assert_eq!(log.append(1, vec![rec(3, 100)]).await.unwrap()[0].offset, 0);
+}
