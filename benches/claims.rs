@@ -1,1 +1,331 @@
-fn main() {}
+//! Claim throughput, latency and memory, with full durability (every answer waits for fsync).
+//!
+//! `cargo bench --bench claims` (or `cargo bench --bench claims -- --quick`). Prints, in one run:
+//! - baseline A: the raw embedded log, one record per append, many appenders (the ceiling);
+//! - baseline B: the same log with one appender (what one fsync per claim costs);
+//! - in-process claims through the ledger (keys, fingerprints, log, arbiter, sled), distinct keys;
+//! - HTTP claims against the real `opledger serve` binary, many concurrent keep-alive clients;
+//! with claims/s, p50/p99 latency, peak RSS, RSS as operations accumulate, and ratios.
+
+use opledger::config::Config;
+use opledger::ledger::{ClaimInput, Claimed};
+use opledger::log::embedded::{EmbeddedLog, EmbeddedOptions};
+use opledger::log::model::{EventLog, NewRecord, partition_for};
+use opledger::node::Node;
+use serde_json::json;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "bench-token-0001";
+
+struct Figures {
+    ops: u64,
+    elapsed: Duration,
+    latencies_us: Vec<u64>,
+}
+
+impl Figures {
+    fn rate(&self) -> f64 {
+        self.ops as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn percentile(&mut self, p: f64) -> f64 {
+        if self.latencies_us.is_empty() {
+            return 0.0;
+        }
+        self.latencies_us.sort_unstable();
+        let i = ((self.latencies_us.len() as f64 - 1.0) * p).round() as usize;
+        self.latencies_us[i] as f64 / 1000.0
+    }
+
+    fn print(&mut self, name: &str) {
+        let (p50, p99) = (self.percentile(0.50), self.percentile(0.99));
+        println!(
+            "{name:<44} {:>10.0} ops/s   p50 {p50:>6.2} ms   p99 {p99:>6.2} ms   ({} ops in {:.2} s)",
+            self.rate(),
+            self.ops,
+            self.elapsed.as_secs_f64()
+        );
+    }
+}
+
+fn rss_kib(pid: &str, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn config(dir: &std::path::Path, partitions: u32) -> Config {
+    let text = format!(
+        r#"
+data_dir = "{}"
+listen = "127.0.0.1:0"
+[log]
+partitions = {partitions}
+[limits]
+projection_cache_mb = 64
+[[principal]]
+id = "bench"
+token = "{TOKEN}"
+tools = ["*"]
+[[tool]]
+name = "payments.charge"
+class = "keyed"
+loss = "high"
+lease = "30s"
+[tool.fingerprint]
+amount = ["amount", "currency"]
+recipient = ["customer"]
+"#,
+        dir.join("data").display()
+    );
+    Config::parse(&text).expect("bench config is valid")
+}
+
+/// Runs `workers` tasks, each doing `per_worker` operations of `op(worker, i)`.
+async fn drive<F, Fut>(workers: usize, per_worker: usize, op: F) -> Figures
+where
+    F: Fn(usize, usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let op = Arc::new(op);
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..workers {
+        let op = op.clone();
+        tasks.spawn(async move {
+            let mut lat = Vec::with_capacity(per_worker);
+            for i in 0..per_worker {
+                let t = Instant::now();
+                op(w, i).await;
+                lat.push(t.elapsed().as_micros() as u64);
+            }
+            lat
+        });
+    }
+    let mut latencies_us = Vec::new();
+    while let Some(l) = tasks.join_next().await {
+        latencies_us.extend(l.expect("worker"));
+    }
+    Figures {
+        ops: latencies_us.len() as u64,
+        elapsed: start.elapsed(),
+        latencies_us,
+    }
+}
+
+async fn raw_log(dir: &std::path::Path, workers: usize, per_worker: usize) -> Figures {
+    let log = Arc::new(EmbeddedLog::open(dir, EmbeddedOptions::new(8)).expect("log opens"));
+    let payload = vec![7u8; 200];
+    let l = log.clone();
+    let f = drive(workers, per_worker, move |w, i| {
+        let log = l.clone();
+        let payload = payload.clone();
+        async move {
+            let mut key = [0u8; 32];
+            key[..8].copy_from_slice(&((w * 1_000_003 + i) as u64).to_be_bytes());
+            let key: [u8; 32] = sha2::Digest::finalize(sha2::Digest::chain_update(
+                <sha2::Sha256 as sha2::Digest>::new(),
+                key,
+            ))
+            .into();
+            let p = partition_for(&key, log.partition_count());
+            log.append(p, vec![NewRecord { key, payload }])
+                .await
+                .expect("append");
+        }
+    })
+    .await;
+    drop(log);
+    f
+}
+
+fn charge_body(w: usize, i: usize) -> serde_json::Value {
+    json!({"amount": format!("{}.{:02}", i % 1000, w % 100), "currency": "EUR", "customer": format!("c-{w}")})
+}
+
+async fn in_process(
+    dir: &std::path::Path,
+    workers: usize,
+    total: usize,
+) -> (Figures, Vec<(u64, u64)>) {
+    let config = config(dir, 8);
+    let node = Node::start(&config, |_| {}).await.expect("node starts");
+    let principal = config
+        .principals_by_token
+        .values()
+        .next()
+        .expect("one principal")
+        .clone();
+    let ledger = node.ledger.clone();
+    let pid = std::process::id().to_string();
+    let mut rss_curve = Vec::new();
+    let mut all = Figures {
+        ops: 0,
+        elapsed: Duration::ZERO,
+        latencies_us: Vec::new(),
+    };
+    // Several rounds, so memory can be watched as operations accumulate.
+    let rounds = 4;
+    for round in 0..rounds {
+        let per_worker = total / rounds / workers;
+        let ledger = ledger.clone();
+        let principal = principal.clone();
+        let f = drive(workers, per_worker, move |w, i| {
+            let ledger = ledger.clone();
+            let principal = principal.clone();
+            async move {
+                let key = format!("r{round}-w{w}-i{i}");
+                let request = charge_body(w, i);
+                let holder = format!("worker-{w}");
+                let claimed = ledger
+                    .claim(
+                        &principal,
+                        ClaimInput {
+                            tool: "payments.charge",
+                            key: Some(&key),
+                            holder: &holder,
+                            request: &request,
+                            parent: None,
+                        },
+                    )
+                    .await
+                    .expect("claim");
+                assert!(matches!(claimed, Claimed::Decided(a) if a.decision.code() == "execute"));
+            }
+        })
+        .await;
+        all.ops += f.ops;
+        all.elapsed += f.elapsed;
+        all.latencies_us.extend(f.latencies_us);
+        rss_curve.push((all.ops, rss_kib(&pid, "VmRSS:")));
+    }
+    node.shutdown().await.expect("clean shutdown");
+    (all, rss_curve)
+}
+
+async fn http(dir: &std::path::Path, clients: usize, total: usize) -> (Figures, u64) {
+    std::fs::create_dir_all(dir).expect("creates bench dir");
+    let config_path = dir.join("opledger.toml");
+    let cfg = format!(
+        "data_dir = \"{}\"\nlisten = \"127.0.0.1:0\"\n[log]\npartitions = 8\n[limits]\nprojection_cache_mb = 64\n[[principal]]\nid = \"bench\"\ntoken = \"{TOKEN}\"\ntools = [\"*\"]\n[[tool]]\nname = \"payments.charge\"\nclass = \"keyed\"\n[tool.fingerprint]\namount = [\"amount\", \"currency\"]\nrecipient = [\"customer\"]\n",
+        dir.join("data").display()
+    );
+    std::fs::write(&config_path, cfg).expect("writes config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .args(["serve", "--log-level", "warn", "--config"])
+        .arg(&config_path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("starts opledger");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let base = loop {
+        let line = lines.next().expect("server prints").expect("line");
+        if let Some(a) = line.strip_prefix("opledger listening on ") {
+            break a.trim().to_owned();
+        }
+    };
+    let pid = child.id().to_string();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(clients)
+        .build()
+        .expect("client");
+    let url = Arc::new(format!("{base}/v1/operations"));
+    let f = drive(clients, total / clients, move |w, i| {
+        let client = client.clone();
+        let url = url.clone();
+        async move {
+            let body = json!({"tool": "payments.charge", "holder": format!("worker-{w}"), "request": charge_body(w, i)});
+            let resp = client
+                .post(url.as_str())
+                .bearer_auth(TOKEN)
+                .header("Idempotency-Key", format!("h-w{w}-i{i}"))
+                .json(&body)
+                .send()
+                .await
+                .expect("answered");
+            assert_eq!(resp.status().as_u16(), 201);
+            let _ = resp.bytes().await;
+        }
+    })
+    .await;
+    let peak = rss_kib(&pid, "VmHWM:");
+    let _ = child.kill();
+    let _ = child.wait();
+    (f, peak)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    // `--only inproc` (or raw, http) runs one phase, e.g. under a profiler.
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let run = |phase: &str| only.as_deref().is_none_or(|o| o == phase);
+    let scale = if quick { 1 } else { 4 };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!(
+        "opledger claims benchmark ({} cores, full durability: every answer after fdatasync)",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0)
+    );
+    rt.block_on(async {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let empty = || Figures {
+            ops: 0,
+            elapsed: Duration::from_secs(1),
+            latencies_us: Vec::new(),
+        };
+        let (mut raw, mut one) = (empty(), empty());
+        if run("raw") {
+            raw = raw_log(&tmp.path().join("raw"), 256, 400 * scale).await;
+            raw.print("baseline A: raw log append, 256 appenders");
+            one = raw_log(&tmp.path().join("raw1"), 1, 2_000).await;
+            one.print("baseline B: raw log append, 1 appender");
+        }
+        let mut inproc = empty();
+        if run("inproc") {
+            let (f, curve) = in_process(&tmp.path().join("inproc"), 512, 100_000 * scale).await;
+            inproc = f;
+            inproc.print("in-process claims, 512 tasks, distinct keys");
+            let curve: Vec<String> = curve
+                .iter()
+                .map(|(ops, kib)| format!("{}k ops: {} MiB", ops / 1000, kib / 1024))
+                .collect();
+            println!("  RSS as operations accumulate: {}", curve.join(", "));
+        }
+        let mut web = empty();
+        if run("http") {
+            let (f, peak) = http(&tmp.path().join("http"), 128, 25_000 * scale).await;
+            web = f;
+            web.print("HTTP claims, 128 keep-alive clients");
+            println!("  server peak RSS: {} MiB", peak / 1024);
+        }
+
+        println!(
+            "ratios: in-process / raw log = {:.2}; HTTP / in-process = {:.2}; in-process / one-fsync-per-claim = {:.1}x",
+            inproc.rate() / raw.rate(),
+            web.rate() / inproc.rate(),
+            inproc.rate() / one.rate()
+        );
+        println!(
+            "bench process peak RSS: {} MiB",
+            rss_kib(&std::process::id().to_string(), "VmHWM:") / 1024
+        );
+    });
+}

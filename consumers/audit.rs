@@ -4,7 +4,7 @@
 
 use crate::core::digest::StateDigest;
 use crate::core::event::{self, LoggedEvent};
-use crate::core::key::ScopedHash;
+use crate::core::key::OperationId;
 use crate::core::machine;
 use crate::core::operation::{OpState, OperationRecord};
 use crate::log::model::{EventLog, LogError};
@@ -63,7 +63,7 @@ pub async fn audit<L: EventLog>(
         ends.push(end);
     }
     let total: u64 = ends.iter().sum();
-    let mut state: BTreeMap<ScopedHash, OperationRecord> = BTreeMap::new();
+    let mut state: BTreeMap<OperationId, OperationRecord> = BTreeMap::new();
     let mut events_by_type: BTreeMap<String, u64> = BTreeMap::new();
     let mut decisions: BTreeMap<String, u64> = BTreeMap::new();
     let mut applied = 0u64;
@@ -94,13 +94,13 @@ pub async fn audit<L: EventLog>(
                     stored_version,
                     envelope,
                 };
-                let scope = logged.envelope.scope;
-                let outcome = machine::apply(state.get(&scope), &logged);
+                let id = logged.envelope.operation_id;
+                let outcome = machine::apply(state.get(&id), &logged);
                 *decisions
                     .entry(outcome.decision.code().to_owned())
                     .or_default() += 1;
                 if let Some(changed) = outcome.changed {
-                    state.insert(scope, changed);
+                    state.insert(id, changed);
                 }
             }
             next += records.len() as u64;

@@ -254,11 +254,7 @@ impl<L: EventLog> Ledger<L> {
         principal: &Principal,
         id: OperationId,
     ) -> Result<OperationRecord, LedgerError> {
-        let scope = self
-            .projection
-            .scope_of(&id)?
-            .ok_or(LedgerError::NotFound)?;
-        let record = self.projection.get(&scope)?.ok_or(LedgerError::NotFound)?;
+        let record = self.projection.get(&id)?.ok_or(LedgerError::NotFound)?;
         // Another principal's operation is answered exactly like a missing one.
         if record.principal != principal.id {
             return Err(LedgerError::NotFound);

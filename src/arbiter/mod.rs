@@ -10,7 +10,7 @@
 pub mod replies;
 
 use crate::core::event::{self, LoggedEvent};
-use crate::core::key::ScopedHash;
+use crate::core::key::OperationId;
 use crate::core::machine;
 use crate::core::operation::OperationRecord;
 use crate::log::model::{EventLog, LogError, LogRecord};
@@ -53,8 +53,9 @@ pub enum ArbiterError {
         /// Why.
         source: event::DecodeError,
     },
-    /// A record's key is not the scope inside its event: the log was written by something else.
-    #[error("partition {partition}, offset {offset}: record key does not match the event's scope")]
+    /// A record's key, its event's scope and operation id disagree: the log was written by
+    /// something else.
+    #[error("partition {partition}, offset {offset}: record key, scope and operation id disagree")]
     KeyMismatch {
         /// Partition.
         partition: u32,
@@ -161,7 +162,7 @@ fn apply_batch(
 ) -> Result<Vec<(crate::core::event::ReplyTo, Answer)>, ArbiterError> {
     let proj_err = |source| ArbiterError::Projection { partition, source };
     // Records changed by this batch, so later events in the batch see earlier ones.
-    let mut changed: HashMap<ScopedHash, OperationRecord> = HashMap::new();
+    let mut changed: HashMap<OperationId, OperationRecord> = HashMap::new();
     let mut answers = Vec::new();
     for (i, record) in records.iter().enumerate() {
         let offset = next + i as u64;
@@ -173,7 +174,11 @@ fn apply_batch(
                 offset,
                 source,
             })?;
-        if envelope.scope.0 != record.key {
+        // The record key, the scope and the id must agree, or records would land under the
+        // wrong operation.
+        if envelope.scope.0 != record.key
+            || envelope.operation_id != OperationId::for_scope(&envelope.scope)
+        {
             return Err(ArbiterError::KeyMismatch { partition, offset });
         }
         let logged = LoggedEvent {
@@ -182,24 +187,24 @@ fn apply_batch(
             stored_version,
             envelope,
         };
-        let scope = logged.envelope.scope;
-        let current = match changed.get(&scope) {
+        let id = logged.envelope.operation_id;
+        let current = match changed.get(&id) {
             Some(r) => Some(r.clone()),
-            None => projection.get(&scope).map_err(proj_err)?,
+            None => projection.get(&id).map_err(proj_err)?,
         };
         let outcome = machine::apply(current.as_ref(), &logged);
         tracing::debug!(
             partition,
             offset,
-            scope = %scope.prefix(),
-            operation = %logged.envelope.operation_id,
+            scope = %logged.envelope.scope.prefix(),
+            operation = %id,
             event = logged.envelope.body.type_name(),
             decision = outcome.decision.code(),
             "applied"
         );
         let after = match outcome.changed {
             Some(next_record) => {
-                changed.insert(scope, next_record.clone());
+                changed.insert(id, next_record.clone());
                 Some(next_record)
             }
             None => current,

@@ -53,11 +53,11 @@ impl<'a> From<&'a OpState> for StateView<'a> {
     }
 }
 
-/// Accumulates records, which must arrive in ascending scope order (as sled and a `BTreeMap`
-/// iterate), into one SHA-256.
+/// Accumulates records, which must arrive in ascending operation id order (as the projection and
+/// a `BTreeMap` keyed by id iterate), into one SHA-256.
 pub struct StateDigest {
     hasher: Sha256,
-    last: Option<ScopedHash>,
+    last: Option<OperationId>,
     operations: u64,
 }
 
@@ -79,14 +79,14 @@ impl StateDigest {
         }
     }
 
-    /// Adds the next record. Panics if records arrive out of scope order: the digest would then
+    /// Adds the next record. Panics if records arrive out of id order: the digest would then
     /// depend on iteration order, which is a bug in the caller.
     pub fn add(&mut self, record: &OperationRecord) {
         assert!(
-            self.last.is_none_or(|last| last < record.scope),
-            "state digest fed out of scope order"
+            self.last.is_none_or(|last| last < record.id),
+            "state digest fed out of operation id order"
         );
-        self.last = Some(record.scope);
+        self.last = Some(record.id);
         let view = DigestView {
             id: &record.id,
             scope: &record.scope,

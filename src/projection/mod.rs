@@ -1,12 +1,14 @@
 //! The projection store: operation records in sled, derived from the log and rebuildable from it.
 //!
 //! One sled tree holds everything, under one-byte key prefixes, so that a batch of records and the
-//! partition's applied offset are written in one atomic `apply_batch`:
+//! partition's applied offset are written in one atomic `apply_batch`. Records are keyed by
+//! operation id, which is derived from the scoped hash: claims (which know the scope) and reads
+//! by id (which know the id) find a record with one lookup, and a new operation costs one insert
+//! — sled's insert is the most expensive step of a claim, so there is no second index.
 //!
 //! | key                          | value                                   |
 //! |------------------------------|-----------------------------------------|
-//! | `o` + scoped hash (32)       | record format (u16 LE) + bincode record |
-//! | `i` + operation id (16)      | scoped hash (32)                        |
+//! | `o` + operation id (16)      | record format (u16 LE) + bincode record |
 //! | `a` + partition (u32 BE)     | next offset to apply (u64 BE)           |
 //! | `m` + name                   | metadata: format, log id, partitions    |
 //!
@@ -14,7 +16,7 @@
 //! of truth. A projection that cannot be opened, or whose metadata does not match the log, is moved
 //! aside and rebuilt by re-applying the log from offset 0.
 
-use crate::core::key::{OperationId, ScopedHash};
+use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
 use std::path::{Path, PathBuf};
 
@@ -23,7 +25,6 @@ use std::path::{Path, PathBuf};
 pub const PROJECTION_FORMAT: u16 = 1;
 
 const PREFIX_RECORD: u8 = b'o';
-const PREFIX_INDEX: u8 = b'i';
 const PREFIX_APPLIED: u8 = b'a';
 const META_FORMAT: &[u8] = b"mformat";
 const META_LOG_ID: &[u8] = b"mlog_id";
@@ -125,27 +126,10 @@ impl Projection {
         Ok(Self { db })
     }
 
-    /// The record of a scope.
-    pub fn get(&self, scope: &ScopedHash) -> Result<Option<OperationRecord>, ProjectionError> {
-        let key = record_key(scope);
-        match self.db.get(key)? {
-            Some(bytes) => decode_record(&bytes, || scope.prefix()).map(Some),
-            None => Ok(None),
-        }
-    }
-
-    /// The scope of an operation id.
-    pub fn scope_of(&self, id: &OperationId) -> Result<Option<ScopedHash>, ProjectionError> {
-        let mut key = [0u8; 17];
-        key[0] = PREFIX_INDEX;
-        key[1..].copy_from_slice(&id.0);
-        match self.db.get(key)? {
-            Some(bytes) => <[u8; 32]>::try_from(bytes.as_ref())
-                .map(|b| Some(ScopedHash(b)))
-                .map_err(|_| ProjectionError::Corrupt {
-                    what: format!("operation {id}"),
-                    reason: "index entry is not 32 bytes".into(),
-                }),
+    /// The record of an operation.
+    pub fn get(&self, id: &OperationId) -> Result<Option<OperationRecord>, ProjectionError> {
+        match self.db.get(record_key(id))? {
+            Some(bytes) => decode_record(&bytes, || format!("operation {id}")).map(Some),
             None => Ok(None),
         }
     }
@@ -173,22 +157,18 @@ impl Projection {
     ) -> Result<(), ProjectionError> {
         let mut batch = sled::Batch::default();
         for record in records {
-            batch.insert(&record_key(&record.scope)[..], encode_record(record));
-            let mut index = [0u8; 17];
-            index[0] = PREFIX_INDEX;
-            index[1..].copy_from_slice(&record.id.0);
-            batch.insert(&index[..], &record.scope.0[..]);
+            batch.insert(&record_key(&record.id)[..], encode_record(record));
         }
         batch.insert(&applied_key(partition)[..], &next_offset.to_be_bytes()[..]);
         self.db.apply_batch(batch)?;
         Ok(())
     }
 
-    /// Every record, in scope order (for the digest).
+    /// Every record, in operation id order (for the digest).
     pub fn records(&self) -> impl Iterator<Item = Result<OperationRecord, ProjectionError>> + '_ {
         self.db.scan_prefix([PREFIX_RECORD]).map(|item| {
             let (key, value) = item?;
-            decode_record(&value, || hex::encode(&key[1..7.min(key.len())]))
+            decode_record(&value, || format!("key {}", hex::encode(&key[1..])))
         })
     }
 
@@ -256,10 +236,10 @@ fn move_aside(dir: &Path) -> Result<(), ProjectionError> {
     })
 }
 
-fn record_key(scope: &ScopedHash) -> [u8; 33] {
-    let mut key = [0u8; 33];
+fn record_key(id: &OperationId) -> [u8; 17] {
+    let mut key = [0u8; 17];
     key[0] = PREFIX_RECORD;
-    key[1..].copy_from_slice(&scope.0);
+    key[1..].copy_from_slice(&id.0);
     key
 }
 

@@ -1,6 +1,7 @@
 use super::*;
 use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
 use crate::core::fingerprint::{FINGERPRINT_VERSION, Fingerprint};
+use crate::core::key::ScopedHash;
 use crate::core::operation::OpState;
 
 const LOG: LogIdentity = LogIdentity {
@@ -55,13 +56,11 @@ fn given_a_commit_when_reopened_then_records_index_and_applied_offset_are_there(
     assert_eq!(p.applied(2).expect("reads"), 17);
     assert_eq!(p.applied(1).expect("reads"), 0);
     let r = record(5);
-    assert_eq!(p.get(&r.scope).expect("reads"), Some(r.clone()));
-    assert_eq!(p.scope_of(&r.id).expect("reads"), Some(r.scope));
-    let order: Vec<u8> = p
-        .records()
-        .map(|r| r.expect("decodes").scope.0[0])
-        .collect();
-    assert_eq!(order, vec![3, 5], "records iterate in scope order");
+    assert_eq!(p.get(&r.id).expect("reads"), Some(r.clone()));
+    let order: Vec<OperationId> = p.records().map(|r| r.expect("decodes").id).collect();
+    let mut sorted = vec![record(3).id, record(5).id];
+    sorted.sort();
+    assert_eq!(order, sorted, "records iterate in operation id order");
 }
 
 #[test]
@@ -83,7 +82,7 @@ fn given_a_projection_of_another_log_when_opened_then_it_is_moved_aside_and_empt
         "{reset:?}"
     );
     assert_eq!(p.applied(0).expect("reads"), 0);
-    assert_eq!(p.get(&record(1).scope).expect("reads"), None);
+    assert_eq!(p.get(&record(1).id).expect("reads"), None);
     let aside = std::fs::read_dir(dir.path())
         .expect("lists")
         .filter_map(Result::ok)
@@ -105,14 +104,16 @@ fn given_garbage_where_the_projection_should_be_when_opened_then_it_is_rebuilt()
 }
 
 #[test]
-fn given_a_corrupt_record_when_read_then_a_typed_error_names_the_hash_prefix() {
+fn given_a_corrupt_record_when_read_then_a_typed_error_names_the_operation() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (p, _) = Projection::open(&dir.path().join("p"), 1 << 20, LOG).expect("opens");
     let r = record(4);
-    p.db.insert(record_key(&r.scope), &b"\x01\x00\xff\xff"[..])
+    p.db.insert(record_key(&r.id), &b"\x01\x00\xff\xff"[..])
         .expect("inserts");
-    match p.get(&r.scope) {
-        Err(ProjectionError::Corrupt { what, .. }) => assert_eq!(what, r.scope.prefix()),
+    match p.get(&r.id) {
+        Err(ProjectionError::Corrupt { what, .. }) => {
+            assert_eq!(what, format!("operation {}", r.id))
+        }
         other => panic!("expected Corrupt, got {other:?}"),
     }
 }
