@@ -5,7 +5,8 @@
 //! - baseline B: the same log with one appender (what one fsync per claim costs);
 //! - in-process claims through the ledger (keys, fingerprints, log, arbiter, sled), distinct keys;
 //! - HTTP claims against the real `opledger serve` binary, many concurrent keep-alive clients;
-//! with claims/s, p50/p99 latency, peak RSS, RSS as operations accumulate, and ratios.
+//!
+//! Each with claims/s, p50/p99 latency, peak RSS, RSS as operations accumulate, and ratios.
 
 use opledger::config::Config;
 use opledger::ledger::{ClaimInput, Claimed};
