@@ -21,6 +21,10 @@ use std::time::{Duration, Instant};
 
 const TOKEN: &str = "bench-token-0001";
 
+/// The same allocator as the `opledger` binary, so in-process figures match it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 struct Figures {
     ops: u64,
     elapsed: Duration,
@@ -158,7 +162,11 @@ async fn in_process(
     workers: usize,
     total: usize,
 ) -> (Figures, Vec<(u64, u64)>) {
-    let config = config(dir, 8);
+    let partitions = std::env::var("BENCH_PARTITIONS")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(8);
+    let config = config(dir, partitions);
     let node = Node::start(&config, |_| {}).await.expect("node starts");
     let principal = config
         .principals_by_token

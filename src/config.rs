@@ -512,6 +512,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_deploy_config_validates() {
+        let text = include_str!("../deploy/opledger.toml");
+        let c = Config::parse(text).expect("deploy/opledger.toml is valid");
+        assert_eq!(
+            c.tools["payments.charge"].compensation.as_deref(),
+            Some("payments.refund")
+        );
+    }
+
+    #[test]
     fn the_development_default_validates_and_has_every_class() {
         let c = Config::development("dev-token-123");
         let classes: HashSet<_> = c.tools.values().map(|t| t.class).collect();

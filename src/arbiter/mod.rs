@@ -224,3 +224,6 @@ fn apply_batch(
         .map_err(proj_err)?;
     Ok(answers)
 }
+
+#[cfg(test)]
+mod tests;

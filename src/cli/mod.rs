@@ -59,6 +59,13 @@ enum Command {
         #[command(flatten)]
         args: ConfigArgs,
     },
+    /// Check a config file without touching any data: prints what it declares, or the setting
+    /// that is wrong.
+    Check {
+        /// The config file.
+        #[arg(long, env = "OPLEDGER_CONFIG", value_name = "FILE")]
+        config: PathBuf,
+    },
 }
 
 /// Loads the config, or the development default.
@@ -90,6 +97,7 @@ pub fn main() -> ExitCode {
         Command::Serve { args, listen } => serve::run(&args, listen),
         Command::Audit { args } => audit(&args),
         Command::Rebuild { args } => rebuild(&args),
+        Command::Check { config } => check(&config),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -124,5 +132,25 @@ fn rebuild(args: &ConfigArgs) -> anyhow::Result<()> {
     }))?;
     bar.finish();
     println!("{}", serde_json::to_string_pretty(&summary)?);
+    Ok(())
+}
+
+fn check(path: &std::path::Path) -> anyhow::Result<()> {
+    let config = Config::load(path)?;
+    let mut tools: Vec<_> = config
+        .tools
+        .values()
+        .map(|t| format!("{} ({})", t.name, t.class.as_str()))
+        .collect();
+    tools.sort();
+    println!(
+        "{}: ok — data_dir {}, listen {}, {} partitions, {} principals, tools: {}",
+        path.display(),
+        config.data_dir.display(),
+        config.listen,
+        config.partitions,
+        config.principals_by_token.len(),
+        tools.join(", ")
+    );
     Ok(())
 }

@@ -491,3 +491,103 @@ fn given_the_same_history_when_folded_twice_then_records_and_decisions_are_equal
     assert_eq!(history(&mut a), history(&mut b));
     assert_eq!(a.record, b.record);
 }
+
+mod model {
+    //! Random histories against the invariants every history must keep (printed seed on
+    //! failure by proptest).
+    use super::*;
+    use proptest::prelude::*;
+
+    fn body(
+        kind: u8,
+        holder: &str,
+        amount: u8,
+        terms: ContractTerms,
+        version: Option<u64>,
+    ) -> EventBody {
+        match kind {
+            0 | 1 => claim_by(holder, terms, amount),
+            2 => EventBody::Heartbeat(by(holder, version)),
+            3 => EventBody::Completed(Completion {
+                by: by(holder, version),
+                result: result(&format!("r-{holder}")),
+            }),
+            4 => EventBody::Failed(Failure {
+                by: by(holder, version),
+                kind: if amount == 0 {
+                    FailureKind::Definite
+                } else {
+                    FailureKind::NotAccepted
+                },
+                code: "c".into(),
+            }),
+            _ => EventBody::UnknownReported(by(holder, version)),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn every_history_keeps_the_invariants(
+            class in prop_oneof![Just(ToolClass::Natural), Just(ToolClass::Keyed), Just(ToolClass::Unsafe)],
+            queryable in any::<bool>(),
+            steps in proptest::collection::vec((0u8..6, 0usize..3, 0u64..700, 0u8..2, proptest::option::of(0u64..4)), 1..80),
+        ) {
+            let t = terms(class, queryable);
+            let holders = ["w0", "w1", "w2"];
+            let run = |s: &mut Scenario| -> Vec<Decision> {
+                let mut at = 0;
+                steps.iter().map(|&(kind, h, dt, amount, version)| {
+                    at += dt;
+                    s.when(at, body(kind, holders[h], amount, t, version))
+                }).collect()
+            };
+            let mut s = Scenario::new(t);
+            let mut at = 0;
+            let mut first_fingerprint = None;
+            for &(kind, h, dt, amount, version) in &steps {
+                at += dt;
+                let before = s.record.clone();
+                let ev = body(kind, holders[h], amount, t, version);
+                let is_claim = matches!(ev, EventBody::Claimed(_));
+                let decision = s.when(at, ev);
+                let after = s.record.clone();
+                if is_claim && first_fingerprint.is_none() {
+                    first_fingerprint = Some(fingerprint(amount));
+                }
+                match (&before, &after) {
+                    (None, Some(r)) => prop_assert_eq!(r.version, 1),
+                    (Some(b), Some(a)) => {
+                        prop_assert!(a.version == b.version || a.version == b.version + 1);
+                        prop_assert_eq!(&a.fingerprint, &b.fingerprint, "first fingerprint kept");
+                        prop_assert_eq!((a.id, a.scope, &a.principal, a.terms), (b.id, b.scope, &b.principal, b.terms));
+                        if b.state.is_terminal() {
+                            prop_assert_eq!(&a.state, &b.state, "terminal states never change");
+                        }
+                    }
+                    (Some(_), None) => prop_assert!(false, "a record never disappears"),
+                    (None, None) => {}
+                }
+                match &decision {
+                    Decision::Execute => {
+                        let r = after.as_ref().expect("execute leaves a record");
+                        let processing = matches!(r.state, OpState::Processing { .. });
+                        prop_assert!(processing, "execute leaves the operation processing");
+                        prop_assert_eq!(&r.holder, holders[h]);
+                    }
+                    Decision::Rejected(_) | Decision::Conflict { .. } | Decision::InProgress
+                    | Decision::Replay | Decision::Unchanged => {
+                        prop_assert_eq!(&before, &after, "{:?} changes nothing", decision);
+                    }
+                    _ => {}
+                }
+                if let (Decision::Conflict { categories }, Some(fp)) = (&decision, &first_fingerprint) {
+                    prop_assert_eq!(categories.clone(), fp.differing_categories(&fingerprint(amount)));
+                }
+            }
+            // Deterministic: the same history gives the same decisions and the same record.
+            let (mut a, mut b) = (Scenario::new(t), Scenario::new(t));
+            prop_assert_eq!(run(&mut a), run(&mut b));
+            prop_assert_eq!(a.record, b.record);
+        }
+    }
+}

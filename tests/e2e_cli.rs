@@ -1,0 +1,100 @@
+//! The command line through the real binary: the development default, config errors, help.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+fn opledger() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_opledger"))
+}
+
+#[test]
+fn serve_without_config_starts_the_embedded_default_and_prints_a_token_and_a_curl_example() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = opledger()
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .env_remove("OPLEDGER_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starts");
+    let mut banner = String::new();
+    for line in BufReader::new(child.stdout.take().expect("stdout")).lines() {
+        let line = line.expect("line");
+        banner.push_str(&line);
+        banner.push('\n');
+        if line.starts_with("opledger listening on ") {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(banner.contains("dev token: dev-"), "{banner}");
+    assert!(
+        banner.contains("curl -s -X POST http://127.0.0.1:"),
+        "{banner}"
+    );
+    assert!(banner.contains("payments.charge"), "{banner}");
+    assert!(
+        dir.path()
+            .join("data")
+            .join("log")
+            .join("log.meta")
+            .exists()
+    );
+}
+
+#[test]
+fn a_bad_config_fails_with_the_setting_named_and_nothing_started() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        "[[tool]]\nname = \"t\"\nclass = \"keyed\"\nlease = \"soonish\"\n",
+    )
+    .expect("writes");
+    for command in ["serve", "check", "audit"] {
+        let out = opledger()
+            .arg(command)
+            .arg("--config")
+            .arg(&path)
+            .output()
+            .expect("runs");
+        assert!(!out.status.success(), "{command} must fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("lease") && err.contains("soonish"),
+            "{command}: {err}"
+        );
+    }
+    let out = opledger()
+        .args(["check", "--config"])
+        .arg(dir.path().join("missing.toml"))
+        .output()
+        .expect("runs");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read config file"));
+}
+
+#[test]
+fn check_accepts_the_deploy_config() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/opledger.toml");
+    let out = opledger()
+        .args(["check", "--config", path])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("payments.refund (keyed)"));
+}
+
+#[test]
+fn help_explains_every_command() {
+    let out = opledger().arg("--help").output().expect("runs");
+    let help = String::from_utf8_lossy(&out.stdout);
+    for command in ["serve", "audit", "rebuild", "check"] {
+        assert!(help.contains(command), "{help}");
+    }
+}
