@@ -142,8 +142,13 @@ impl<L: EventLog> Arbiter<L> {
         if records.is_empty() {
             return Ok(());
         }
-        let answers = apply_batch(partition, self.next, &self.projection, &records)?;
-        self.next += records.len() as u64;
+        let next = self.next + records.len() as u64;
+        let (changed, answers) = apply_batch(partition, self.next, &self.projection, &records)?;
+        self.projection
+            .commit_grouped(partition, next, changed)
+            .await
+            .map_err(|source| ArbiterError::Projection { partition, source })?;
+        self.next = next;
         for (to, answer) in answers {
             self.replies.deliver(to, answer);
         }
@@ -151,15 +156,22 @@ impl<L: EventLog> Arbiter<L> {
     }
 }
 
-/// Folds a contiguous batch of records starting at `next` into the projection, in one atomic
-/// commit, and returns the answers for the waiting callers. Synchronous: sled writes are
-/// in-memory until its background flush.
+/// Folds a contiguous batch of records starting at `next`: returns the records it changed (to
+/// be committed with the new applied offset) and the answers for the waiting callers, which may
+/// only be sent after that commit.
+#[allow(clippy::type_complexity)]
 fn apply_batch(
     partition: u32,
     next: u64,
     projection: &Projection,
     records: &[LogRecord],
-) -> Result<Vec<(crate::core::event::ReplyTo, Answer)>, ArbiterError> {
+) -> Result<
+    (
+        Vec<OperationRecord>,
+        Vec<(crate::core::event::ReplyTo, Answer)>,
+    ),
+    ArbiterError,
+> {
     let proj_err = |source| ArbiterError::Projection { partition, source };
     // Records changed by this batch, so later events in the batch see earlier ones.
     let mut changed: HashMap<OperationId, OperationRecord> = HashMap::new();
@@ -219,10 +231,7 @@ fn apply_batch(
             ));
         }
     }
-    projection
-        .commit(partition, next + records.len() as u64, changed.values())
-        .map_err(proj_err)?;
-    Ok(answers)
+    Ok((changed.into_values().collect(), answers))
 }
 
 #[cfg(test)]

@@ -16,9 +16,13 @@
 //! of truth. A projection that cannot be opened, or whose metadata does not match the log, is moved
 //! aside and rebuilt by re-applying the log from offset 0.
 
+mod committer;
+
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
+use committer::Committer;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Version of the stored record layout. Bump it when [`OperationRecord`] changes shape: a
 /// projection of another format is rebuilt from the log (older events are upcast on the way).
@@ -44,6 +48,9 @@ pub enum ProjectionError {
         /// Why.
         source: std::io::Error,
     },
+    /// The group-commit thread failed or stopped.
+    #[error("projection commit: {0}")]
+    Thread(String),
     /// A stored value does not decode: the projection must be rebuilt.
     #[error("projection record under {what} does not decode: {reason}; run `opledger rebuild`")]
     Corrupt {
@@ -81,6 +88,7 @@ pub struct LogIdentity {
 #[derive(Clone)]
 pub struct Projection {
     db: sled::Db,
+    committer: Arc<Committer>,
 }
 
 impl Projection {
@@ -94,7 +102,7 @@ impl Projection {
         let existed = dir.exists();
         let reason = match open_db(dir, cache_bytes) {
             Ok(db) => match check_meta(&db, log) {
-                Ok(true) => return Ok((Self { db }, Reset::None)),
+                Ok(true) => return Ok((Self::with(db)?, Reset::None)),
                 Ok(false) => {
                     write_meta(&db, log)?;
                     let reset = if existed {
@@ -104,7 +112,7 @@ impl Projection {
                     } else {
                         Reset::Fresh
                     };
-                    return Ok((Self { db }, reset));
+                    return Ok((Self::with(db)?, reset));
                 }
                 Err(mismatch) => mismatch,
             },
@@ -113,7 +121,12 @@ impl Projection {
         move_aside(dir)?;
         let db = open_db(dir, cache_bytes)?;
         write_meta(&db, log)?;
-        Ok((Self { db }, Reset::Rebuilt { reason }))
+        Ok((Self::with(db)?, Reset::Rebuilt { reason }))
+    }
+
+    fn with(db: sled::Db) -> Result<Self, ProjectionError> {
+        let committer = Arc::new(Committer::start(db.clone())?);
+        Ok(Self { db, committer })
     }
 
     /// Discards the projection (moved aside) and starts an empty one: `opledger rebuild`.
@@ -123,7 +136,7 @@ impl Projection {
         }
         let db = open_db(dir, cache_bytes)?;
         write_meta(&db, log)?;
-        Ok(Self { db })
+        Self::with(db)
     }
 
     /// The record of an operation.
@@ -147,8 +160,20 @@ impl Projection {
         }
     }
 
-    /// Writes changed records and the partition's new applied offset in one atomic batch.
+    /// Writes changed records and the partition's new applied offset atomically, grouped with
+    /// other partitions' commits into one sled batch (see `committer.rs`). Resolves once applied.
     /// Not flushed: the log is durable, and a lost batch is re-applied from the log on restart.
+    pub async fn commit_grouped(
+        &self,
+        partition: u32,
+        next_offset: u64,
+        records: Vec<OperationRecord>,
+    ) -> Result<(), ProjectionError> {
+        self.committer.commit(partition, next_offset, records).await
+    }
+
+    /// Writes changed records and the partition's new applied offset in one atomic batch,
+    /// directly (for tests and tools that commit without the group committer).
     pub fn commit<'a>(
         &self,
         partition: u32,
@@ -236,21 +261,21 @@ fn move_aside(dir: &Path) -> Result<(), ProjectionError> {
     })
 }
 
-fn record_key(id: &OperationId) -> [u8; 17] {
+pub(crate) fn record_key(id: &OperationId) -> [u8; 17] {
     let mut key = [0u8; 17];
     key[0] = PREFIX_RECORD;
     key[1..].copy_from_slice(&id.0);
     key
 }
 
-fn applied_key(partition: u32) -> [u8; 5] {
+pub(crate) fn applied_key(partition: u32) -> [u8; 5] {
     let mut key = [0u8; 5];
     key[0] = PREFIX_APPLIED;
     key[1..].copy_from_slice(&partition.to_be_bytes());
     key
 }
 
-fn encode_record(record: &OperationRecord) -> Vec<u8> {
+pub(crate) fn encode_record(record: &OperationRecord) -> Vec<u8> {
     let mut out = PROJECTION_FORMAT.to_le_bytes().to_vec();
     // Plain data into a Vec: encoding cannot fail.
     let body = bincode::serde::encode_to_vec(record, bincode::config::standard())

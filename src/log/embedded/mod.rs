@@ -68,8 +68,11 @@ pub struct EmbeddedOptions {
     /// Maximum encoded bytes per group-commit batch; a single larger request still forms a
     /// batch of its own. Default 8 MiB.
     pub batch_bytes_max: usize,
-    /// Records per partition kept in memory for tail reads; 0 disables. Default 16384.
+    /// Records per partition kept in memory for tail reads; 0 disables. Default 4096: readers
+    /// that keep up (the arbiters) read right behind the writer.
     pub tail_cache_records_max: usize,
+    /// Bytes per partition kept in memory for tail reads (payloads plus overhead). Default 4 MiB.
+    pub tail_cache_bytes_max: usize,
     /// Maximum payload size of one record. Default 1 MiB.
     pub record_bytes_max: usize,
     /// One sparse-index entry every this many records. Default 1024.
@@ -89,7 +92,8 @@ impl EmbeddedOptions {
             segment_bytes_max: 128 << 20,
             batch_records_max: 4096,
             batch_bytes_max: 8 << 20,
-            tail_cache_records_max: 16384,
+            tail_cache_records_max: 4096,
+            tail_cache_bytes_max: 4 << 20,
             record_bytes_max: 1 << 20,
             index_interval_records: 1024,
             queue_depth: 1024,
@@ -135,6 +139,7 @@ impl fmt::Debug for EmbeddedOptions {
             .field("batch_records_max", &self.batch_records_max)
             .field("batch_bytes_max", &self.batch_bytes_max)
             .field("tail_cache_records_max", &self.tail_cache_records_max)
+            .field("tail_cache_bytes_max", &self.tail_cache_bytes_max)
             .field("record_bytes_max", &self.record_bytes_max)
             .field("index_interval_records", &self.index_interval_records)
             .field("queue_depth", &self.queue_depth)
@@ -238,6 +243,7 @@ impl EmbeddedLog {
                 p,
                 &mut rec,
                 options.tail_cache_records_max,
+                options.tail_cache_bytes_max,
             ));
             let (tx, rx) = mpsc::channel(options.queue_depth);
             let cfg = WriterConfig {
@@ -245,7 +251,8 @@ impl EmbeddedLog {
                 batch_records_max: options.batch_records_max,
                 batch_bytes_max: options.batch_bytes_max,
                 index_interval: options.index_interval_records,
-                cache_enabled: options.tail_cache_records_max > 0,
+                cache_enabled: options.tail_cache_records_max > 0
+                    && options.tail_cache_bytes_max > 0,
                 clock: options.clock.clone(),
             };
             let writer = Writer::new(shared.clone(), rx, cfg, start)?;
@@ -293,7 +300,7 @@ impl EmbeddedLog {
                 defaults.batch_bytes_max,
                 false,
             )?;
-            let shared = Arc::new(PartitionShared::new(p, &mut rec, 0));
+            let shared = Arc::new(PartitionShared::new(p, &mut rec, 0, 0));
             shared.close();
             partitions.push(PartitionHandle {
                 shared,

@@ -53,7 +53,12 @@ pub(crate) struct PartitionShared {
 
 impl PartitionShared {
     /// State for a partition just recovered from disk.
-    pub fn new(partition: u32, recovered: &mut Recovered, cache_records_max: usize) -> Self {
+    pub fn new(
+        partition: u32,
+        recovered: &mut Recovered,
+        cache_records_max: usize,
+        cache_bytes_max: usize,
+    ) -> Self {
         let (durable, _) = watch::channel(DurableState {
             end: recovered.next_offset,
             ..DurableState::default()
@@ -64,7 +69,7 @@ impl PartitionShared {
                 end: recovered.next_offset,
                 segments: std::mem::take(&mut recovered.segments),
                 index: std::mem::take(&mut recovered.index),
-                cache: TailCache::new(cache_records_max),
+                cache: TailCache::new(cache_records_max, cache_bytes_max),
             }),
             durable,
         }
