@@ -60,6 +60,9 @@ pub struct Node {
     pub ledger: Arc<Ledger<EmbeddedLog>>,
     log: Arc<EmbeddedLog>,
     projection: Projection,
+    projection_dir: PathBuf,
+    /// False once an arbiter failed: the projection is then not marked clean at shutdown.
+    healthy: bool,
     stop: watch::Sender<bool>,
     arbiters: JoinSet<Result<(), ArbiterError>>,
 }
@@ -128,6 +131,8 @@ impl Node {
             ledger,
             log,
             projection,
+            projection_dir: projection_dir(config),
+            healthy: true,
             stop,
             arbiters: tasks,
         })
@@ -136,6 +141,7 @@ impl Node {
     /// Resolves when an arbiter stops by itself, which only happens on failure: the node must
     /// then stop too, rather than answer from a partition nobody applies.
     pub async fn failed(&mut self) -> NodeError {
+        self.healthy = false;
         match self.arbiters.join_next().await {
             Some(Ok(Err(e))) => NodeError::Arbiter(e),
             Some(Ok(Ok(()))) | None => NodeError::Arbiter(ArbiterError::Log {
@@ -152,15 +158,22 @@ impl Node {
         }
     }
 
-    /// Stops the arbiters, flushes the projection and closes the log.
+    /// Stops the arbiters, flushes the projection (marking it clean if every arbiter stopped
+    /// without error) and closes the log.
     pub async fn shutdown(mut self) -> Result<(), NodeError> {
         let _ = self.stop.send(true);
         while let Some(joined) = self.arbiters.join_next().await {
-            if let Ok(Err(e)) = joined {
-                return Err(e.into());
+            match joined {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(e.into()),
+                Err(_) => self.healthy = false,
             }
         }
-        self.projection.flush()?;
+        if self.healthy {
+            self.projection.close_clean(&self.projection_dir)?;
+        } else {
+            self.projection.flush()?;
+        }
         drop(self.ledger);
         if let Some(log) = Arc::into_inner(self.log) {
             log.close().map_err(|source| NodeError::OpenLog {
@@ -233,7 +246,7 @@ pub async fn rebuild(
     let arbiters = catch_up_all(&log, &projection, &replies, &mut progress).await?;
     let events = arbiters.iter().map(Arbiter::next_offset).sum();
     drop(arbiters);
-    projection.flush()?;
+    projection.close_clean(&projection_dir(config))?;
     let mut digest = StateDigest::new();
     let mut operations: BTreeMap<String, u64> = crate::core::operation::OpState::NAMES
         .iter()

@@ -657,3 +657,33 @@ async fn failed_write_poisons_the_partition() {
     // The other partition is unaffected.
     assert_eq!(log.append(1, vec![rec(3, 100)]).await.unwrap()[0].offset, 0);
 }
+
+/// Damage deeper in the last segment than one unacknowledged batch can reach is corruption of
+/// acknowledged data: both opens refuse, and nothing is truncated.
+#[tokio::test]
+async fn damage_deeper_than_one_batch_in_the_last_segment_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // Default options, as open_read_only uses: more than batch + record bound of data.
+    let options = EmbeddedOptions::new(1);
+    let log = open(dir, options.clone());
+    for chunk in 0..120u64 {
+        let batch: Vec<NewRecord> = (0..1000).map(|i| rec(chunk * 1000 + i, 100)).collect();
+        log.append(0, batch).await.unwrap();
+    }
+    log.close().unwrap();
+    let seg = segments(dir, 0).pop().expect("a segment");
+    let before = len_of(&seg);
+    assert!(before > 10 << 20, "{before}");
+    flip_byte(&seg, FRAME_OVERHEAD + 10);
+    let err = EmbeddedLog::open(dir, options).expect_err("must refuse");
+    assert!(
+        matches!(err, LogError::Corrupt { position: 0, .. }),
+        "{err}"
+    );
+    assert!(matches!(
+        EmbeddedLog::open_read_only(dir),
+        Err(LogError::Corrupt { .. })
+    ));
+    assert_eq!(len_of(&seg), before, "acknowledged data is never cut off");
+}

@@ -48,6 +48,14 @@ pub enum ProjectionError {
         /// Why.
         source: std::io::Error,
     },
+    /// The clean-shutdown marker could not be written or removed.
+    #[error("projection clean-shutdown marker {path}: {source}")]
+    Marker {
+        /// The marker file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The group-commit thread failed or stopped.
     #[error("projection commit: {0}")]
     Thread(String),
@@ -92,36 +100,61 @@ pub struct Projection {
 }
 
 impl Projection {
-    /// Opens the projection in `dir`, checking that it belongs to `log` and has the current
-    /// format. Anything that fails is moved aside (never deleted) and recreated empty.
+    /// Opens the projection in `dir`, checking that it belongs to `log`, has the current format,
+    /// and was closed cleanly by the previous run. Anything that fails is moved aside (never
+    /// deleted) and recreated empty, for the arbiters to rebuild from the log.
+    ///
+    /// A projection left by a crash is not trusted: sled 0.34 has corruption reports after
+    /// `kill -9`, and a lost or stale record would make the arbiter decide from the wrong state.
+    /// Until projections have verified checkpoints, a crash therefore costs a full rebuild.
     pub fn open(
         dir: &Path,
         cache_bytes: u64,
         log: LogIdentity,
     ) -> Result<(Self, Reset), ProjectionError> {
-        let existed = dir.exists();
-        let reason = match open_db(dir, cache_bytes) {
-            Ok(db) => match check_meta(&db, log) {
-                Ok(true) => return Ok((Self::with(db)?, Reset::None)),
-                Ok(false) => {
-                    write_meta(&db, log)?;
-                    let reset = if existed {
-                        Reset::Rebuilt {
-                            reason: "the projection had no metadata".into(),
-                        }
-                    } else {
-                        Reset::Fresh
-                    };
-                    return Ok((Self::with(db)?, reset));
-                }
-                Err(mismatch) => mismatch,
-            },
-            Err(e) => format!("it cannot be opened: {e}"),
+        let marker = clean_marker(dir);
+        let reason = if !dir.exists() {
+            let db = open_db(dir, cache_bytes)?;
+            write_meta(&db, log)?;
+            forget_clean(&marker)?;
+            return Ok((Self::with(db)?, Reset::Fresh));
+        } else if !marker.exists() {
+            "the previous run did not stop cleanly, and sled 0.34 is not trusted after a crash"
+                .to_owned()
+        } else {
+            match open_db(dir, cache_bytes) {
+                Ok(db) => match check_meta(&db, log) {
+                    Ok(true) => {
+                        // From here until a clean stop, a crash must lead to a rebuild.
+                        forget_clean(&marker)?;
+                        return Ok((Self::with(db)?, Reset::None));
+                    }
+                    Ok(false) => "it has no metadata".to_owned(),
+                    Err(mismatch) => mismatch,
+                },
+                Err(e) => format!("it cannot be opened: {e}"),
+            }
         };
         move_aside(dir)?;
         let db = open_db(dir, cache_bytes)?;
         write_meta(&db, log)?;
+        forget_clean(&marker)?;
         Ok((Self::with(db)?, Reset::Rebuilt { reason }))
+    }
+
+    /// Flushes the projection and records that it is consistent with its applied offsets, so the
+    /// next open trusts it. Call only after every arbiter stopped without error.
+    pub fn close_clean(&self, dir: &Path) -> Result<(), ProjectionError> {
+        self.db.flush()?;
+        let marker = clean_marker(dir);
+        let io = |source| ProjectionError::Marker {
+            path: marker.clone(),
+            source,
+        };
+        std::fs::File::create(&marker)
+            .and_then(|f| f.sync_all())
+            .map_err(io)?;
+        sync_parent(&marker).map_err(io)
     }
 
     fn with(db: sled::Db) -> Result<Self, ProjectionError> {
@@ -131,6 +164,7 @@ impl Projection {
 
     /// Discards the projection (moved aside) and starts an empty one: `opledger rebuild`.
     pub fn reset(dir: &Path, cache_bytes: u64, log: LogIdentity) -> Result<Self, ProjectionError> {
+        forget_clean(&clean_marker(dir))?;
         if dir.exists() {
             move_aside(dir)?;
         }
@@ -201,6 +235,32 @@ impl Projection {
     pub fn flush(&self) -> Result<(), ProjectionError> {
         self.db.flush()?;
         Ok(())
+    }
+}
+
+/// `<dir>.clean`: present only between a clean stop and the next open.
+fn clean_marker(dir: &Path) -> PathBuf {
+    let mut name = dir.as_os_str().to_owned();
+    name.push(".clean");
+    PathBuf::from(name)
+}
+
+fn forget_clean(marker: &Path) -> Result<(), ProjectionError> {
+    let io = |source| ProjectionError::Marker {
+        path: marker.to_owned(),
+        source,
+    };
+    match std::fs::remove_file(marker) {
+        Ok(()) => sync_parent(marker).map_err(io),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(e)),
+    }
+}
+
+fn sync_parent(path: &Path) -> std::io::Result<()> {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => std::fs::File::open(parent)?.sync_all(),
+        _ => Ok(()),
     }
 }
 

@@ -49,7 +49,7 @@ fn given_a_commit_when_reopened_then_records_index_and_applied_offset_are_there(
         assert_eq!(reset, Reset::Fresh);
         assert_eq!(p.applied(2).expect("reads"), 0);
         p.commit(2, 17, [&record(5), &record(3)]).expect("commits");
-        p.flush().expect("flushes");
+        p.close_clean(&path).expect("closes clean");
     }
     let (p, reset) = Projection::open(&path, 1 << 20, LOG).expect("reopens");
     assert_eq!(reset, Reset::None);
@@ -70,7 +70,7 @@ fn given_a_projection_of_another_log_when_opened_then_it_is_moved_aside_and_empt
     {
         let (p, _) = Projection::open(&path, 1 << 20, LOG).expect("opens");
         p.commit(0, 1, [&record(1)]).expect("commits");
-        p.flush().expect("flushes");
+        p.close_clean(&path).expect("closes clean");
     }
     let other = LogIdentity {
         log_id: [2; 16],
@@ -89,6 +89,36 @@ fn given_a_projection_of_another_log_when_opened_then_it_is_moved_aside_and_empt
         .filter(|e| e.file_name().to_string_lossy().contains(".broken-"))
         .count();
     assert_eq!(aside, 1, "the old projection is kept aside, not deleted");
+}
+
+#[test]
+fn given_a_projection_left_by_a_crash_when_opened_then_it_is_not_trusted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("projection");
+    {
+        let (p, _) = Projection::open(&path, 1 << 20, LOG).expect("opens");
+        p.commit(0, 1, [&record(1)]).expect("commits");
+        p.flush()
+            .expect("flushed, but never closed clean: as after kill -9");
+    }
+    let (p, reset) = Projection::open(&path, 1 << 20, LOG).expect("opens");
+    assert!(
+        matches!(&reset, Reset::Rebuilt { reason } if reason.contains("did not stop cleanly")),
+        "{reset:?}"
+    );
+    assert_eq!(
+        p.applied(0).expect("reads"),
+        0,
+        "to be rebuilt from the log"
+    );
+    p.close_clean(&path).expect("closes clean");
+    drop(p);
+    // Opening consumes the marker: a crash during this run is again not trusted.
+    let (p, reset) = Projection::open(&path, 1 << 20, LOG).expect("opens");
+    assert_eq!(reset, Reset::None);
+    drop(p);
+    let (_, reset) = Projection::open(&path, 1 << 20, LOG).expect("opens");
+    assert!(matches!(reset, Reset::Rebuilt { .. }), "{reset:?}");
 }
 
 #[test]

@@ -101,6 +101,12 @@ impl EmbeddedOptions {
         }
     }
 
+    /// The longest tail that can be unacknowledged after a crash: one group-commit batch, which
+    /// may overshoot its bound by the request that closed it.
+    fn torn_bytes_max(&self) -> u64 {
+        (self.batch_bytes_max + self.record_bytes_max + frame::FRAME_OVERHEAD) as u64
+    }
+
     fn validate(&self) -> Result<(), LogError> {
         let bad = |m: String| Err(LogError::InvalidOptions(m));
         if self.partitions == 0 || self.partitions > PARTITIONS_MAX {
@@ -216,7 +222,7 @@ impl EmbeddedLog {
                 p,
                 &pdir,
                 options.index_interval_records,
-                options.batch_bytes_max,
+                options.torn_bytes_max(),
                 true,
             )?;
             recovered.push((pdir, rec));
@@ -297,7 +303,7 @@ impl EmbeddedLog {
                 p,
                 &pdir,
                 defaults.index_interval_records,
-                defaults.batch_bytes_max,
+                defaults.torn_bytes_max(),
                 false,
             )?;
             let shared = Arc::new(PartitionShared::new(p, &mut rec, 0, 0));

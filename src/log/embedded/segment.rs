@@ -120,7 +120,7 @@ pub(crate) fn recover_partition(
     partition: u32,
     dir: &Path,
     index_interval: u64,
-    batch_bytes_max: usize,
+    torn_bytes_max: u64,
     repair: bool,
 ) -> Result<Recovered, LogError> {
     let mut segments = list_segments(dir)?;
@@ -192,8 +192,22 @@ pub(crate) fn recover_partition(
             if !is_last {
                 return Err(corrupt(partition, &seg.path, pos, bad));
             }
+            // Only the batch in flight at a crash was never acknowledged (the writer syncs one
+            // batch before it writes the next), so a torn tail is at most one batch. Anything
+            // longer is damage to acknowledged data: refuse, never cut it off.
+            if len - pos > torn_bytes_max {
+                return Err(corrupt(
+                    partition,
+                    &seg.path,
+                    pos,
+                    format!(
+                        "{bad}; {} bytes follow, more than one unacknowledged batch ({torn_bytes_max})",
+                        len - pos
+                    ),
+                ));
+            }
             if repair {
-                truncate_tail(partition, &seg.path, pos, len, &bad, batch_bytes_max)?;
+                truncate_tail(partition, &seg.path, pos, len, &bad)?;
             }
             // Read-only: a live writer may be mid-write here; the snapshot ends before it.
             break;
@@ -218,7 +232,6 @@ fn truncate_tail(
     position: u64,
     len: u64,
     reason: &str,
-    batch_bytes_max: usize,
 ) -> Result<(), LogError> {
     let ctx = || format!("truncating torn tail of {}", path.display());
     let file = OpenOptions::new()
@@ -227,29 +240,14 @@ fn truncate_tail(
         .map_err(io_err(ctx()))?;
     file.set_len(position).map_err(io_err(ctx()))?;
     file.sync_all().map_err(io_err(ctx()))?;
-    let bytes_dropped = len - position;
-    // A torn tail is at most the batch in flight at the crash, which is <= batch_bytes_max
-    // unless a single append call was larger. Dropping more is suspicious (e.g. a bad sector
-    // in the middle of the last segment): the bytes are gone either way, but say so loudly.
-    if bytes_dropped > batch_bytes_max as u64 {
-        tracing::error!(
-            partition,
-            segment = %path.display(),
-            position,
-            bytes_dropped,
-            reason,
-            "truncated more than one batch from the last segment; acknowledged data may be lost"
-        );
-    } else {
-        tracing::warn!(
-            partition,
-            segment = %path.display(),
-            position,
-            bytes_dropped,
-            reason,
-            "truncated torn tail of the last segment (bytes were never acknowledged)"
-        );
-    }
+    tracing::warn!(
+        partition,
+        segment = %path.display(),
+        position,
+        bytes_dropped = len - position,
+        reason,
+        "truncated torn tail of the last segment (bytes were never acknowledged)"
+    );
     Ok(())
 }
 
