@@ -25,6 +25,14 @@ pub enum AuditError {
         /// Why.
         source: LogError,
     },
+    /// A record's key, its event's scope and operation id disagree.
+    #[error("partition {partition}, offset {offset}: record key, scope and operation id disagree")]
+    KeyMismatch {
+        /// Partition.
+        partition: u32,
+        /// Offset.
+        offset: u64,
+    },
     /// An event does not decode.
     #[error("partition {partition}, offset {offset}: {source}")]
     Undecodable {
@@ -85,6 +93,12 @@ pub async fn audit<L: EventLog>(
                         offset: record.offset,
                         source,
                     })?;
+                if !envelope.belongs_under(&record.key) {
+                    return Err(AuditError::KeyMismatch {
+                        partition,
+                        offset: record.offset,
+                    });
+                }
                 *events_by_type
                     .entry(envelope.body.type_name().to_owned())
                     .or_default() += 1;

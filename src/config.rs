@@ -99,7 +99,7 @@ struct RawLimits {
     projection_cache_mb: Option<u64>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPrincipal {
     id: String,
@@ -109,6 +109,19 @@ struct RawPrincipal {
     roles: Vec<String>,
     #[serde(default)]
     tools: Vec<String>,
+}
+
+impl std::fmt::Debug for RawPrincipal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print a token, even in a debug dump of the config.
+        f.debug_struct("RawPrincipal")
+            .field("id", &self.id)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("token_sha256", &self.token_sha256)
+            .field("roles", &self.roles)
+            .field("tools", &self.tools)
+            .finish()
+    }
 }
 
 fn default_roles() -> Vec<String> {

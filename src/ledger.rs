@@ -227,6 +227,9 @@ impl<L: EventLog> Ledger<L> {
             Report::Heartbeat | Report::Unknown => {}
         }
         let record = self.owned(principal, id)?;
+        if !principal.may_use(&record.tool) {
+            return Err(LedgerError::ToolNotAllowed);
+        }
         let by = Transition {
             holder: holder.to_owned(),
             expected_version,
@@ -265,19 +268,31 @@ impl<L: EventLog> Ledger<L> {
     /// Appends one event and waits for the arbiter's decision on it.
     async fn submit(&self, scope: ScopedHash, body: EventBody) -> Result<Answer, LedgerError> {
         let (reply_to, decided) = self.replies.register();
+        // However this call ends — answered, failed, or dropped because the client went away —
+        // the pending entry goes (a no-op once the answer was delivered).
+        let _pending = Pending {
+            replies: &self.replies,
+            to: reply_to,
+        };
         let envelope = Envelope {
             scope,
             operation_id: OperationId::for_scope(&scope),
             reply_to: Some(reply_to),
             body,
         };
-        let payload = match event::encode(&envelope) {
-            Ok(p) => p,
-            Err(e) => {
-                self.replies.cancel(reply_to);
-                return Err(LedgerError::Unavailable(e.to_string()));
-            }
-        };
+        let payload =
+            event::encode(&envelope).map_err(|e| LedgerError::Unavailable(e.to_string()))?;
+        // Input bounds keep events far below this; an event the decoder would refuse must never
+        // become durable, or it would stop its partition's arbiter.
+        if payload.len() > event::EVENT_BYTES_MAX {
+            return Err(LedgerError::Input(InputError {
+                field: "request",
+                rule: format!(
+                    "makes an event larger than {} bytes",
+                    event::EVENT_BYTES_MAX
+                ),
+            }));
+        }
         let partition = partition_for(&scope.0, self.log.partition_count());
         let appended = self
             .log
@@ -290,17 +305,27 @@ impl<L: EventLog> Ledger<L> {
             )
             .await;
         if let Err(e) = appended {
-            self.replies.cancel(reply_to);
             tracing::error!(partition, scope = %scope.prefix(), error = %e, "append failed");
             return Err(LedgerError::Unavailable(e.to_string()));
         }
         match tokio::time::timeout(self.decision_wait, decided).await {
             Ok(Ok(answer)) => Ok(answer),
             _ => {
-                self.replies.cancel(reply_to);
                 tracing::warn!(partition, scope = %scope.prefix(), "decision did not arrive in time");
                 Err(LedgerError::DecisionTimeout)
             }
         }
+    }
+}
+
+/// Removes a caller's pending reply entry when its call ends, however it ends.
+struct Pending<'a> {
+    replies: &'a Replies,
+    to: crate::core::event::ReplyTo,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.replies.cancel(self.to);
     }
 }

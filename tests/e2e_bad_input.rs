@@ -42,7 +42,7 @@ async fn bad_inputs_get_the_right_4xx_and_append_nothing() {
         ("tool not granted", c.post(&url).bearer_auth(TOKEN_B).header("Idempotency-Key", "k1").body(json!({"tool": "search.lookup", "holder": "w", "request": {}}).to_string()), 403, "tool_not_allowed"),
         ("complete without result", c.post(format!("{}/v1/operations/{id}/complete", server.base)).bearer_auth(TOKEN_A).body(json!({"holder": "w"}).to_string()), 400, "invalid_body"),
         ("fail with a bad kind", c.post(format!("{}/v1/operations/{id}/fail", server.base)).bearer_auth(TOKEN_A).body(json!({"holder": "w", "kind": "maybe", "code": "x"}).to_string()), 400, "invalid_body"),
-        ("result ref with a control character", c.post(format!("{}/v1/operations/{id}/complete", server.base)).bearer_auth(TOKEN_A).body(json!({"holder": "w", "result": {"resource_ref": "a\u{0}"}}).to_string()), 400, "invalid_field"),
+        ("result ref with a control character", c.post(format!("{}/v1/operations/{id}/complete", server.base)).bearer_auth(TOKEN_A).body(json!({"holder": "w", "result": {"resource_ref": "a\u{0}", "status": 200}}).to_string()), 400, "invalid_field"),
         ("unknown operation", c.post(format!("{}/v1/operations/00000000-0000-8000-8000-000000000000/heartbeat", server.base)).bearer_auth(TOKEN_A).body(json!({"holder": "w"}).to_string()), 404, "not_found"),
     ];
     for (what, request, status, code) in cases {

@@ -41,7 +41,7 @@ async fn planted_secrets_never_reach_the_logs_at_trace_level() {
         send(
             c.post(format!("{}/v1/operations/{id}/complete", server.base))
                 .bearer_auth(SECRET_TOKEN)
-                .json(&json!({"holder": "w1", "result": {"resource_ref": "ch_1"}})),
+                .json(&json!({"holder": "w1", "result": {"resource_ref": "ch_1", "status": 201}})),
         )
         .await
         .1,

@@ -7,7 +7,7 @@
 use crate::arbiter::replies::Answer;
 use crate::config::Principal;
 use crate::core::decision::{Decision, Rejection};
-use crate::core::operation::{OpState, OperationRecord};
+use crate::core::operation::{OpState, OperationRecord, ReleaseCause};
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -79,10 +79,20 @@ pub fn record_fields(principal: &Principal, record: &OperationRecord) -> Map<Str
                 json!({ "kind": "definite", "code": code }),
             );
         }
-        OpState::Released { code } => {
+        OpState::Released {
+            cause: ReleaseCause::NotAccepted { code },
+        } => {
             m.insert(
                 "failure".into(),
                 json!({ "kind": "not_accepted", "code": code }),
+            );
+        }
+        OpState::Released {
+            cause: ReleaseCause::UnknownButReexecutable,
+        } => {
+            m.insert(
+                "released_because".into(),
+                json!("outcome_unknown_reexecutable"),
             );
         }
         OpState::OutcomeUnknown { .. } | OpState::Manual { .. } => {}
@@ -101,8 +111,13 @@ pub fn render_answer(principal: &Principal, answer: &Answer) -> Response {
         Decision::Conflict { categories } => {
             let names: Vec<&str> = categories.iter().map(|c| c.as_str()).collect();
             m.insert("conflict".into(), json!(names));
-            // A conflict never shows the earlier request, nor its result's body (R12).
-            m.remove("result");
+            // A conflict never shows the earlier request (R12): only a safe reference to the
+            // result resource, re-authorised like a replay.
+            if let Some(Value::Object(result)) = m.remove("result")
+                && let Some(reference) = result.get("resource_ref")
+            {
+                m.insert("result".into(), json!({ "resource_ref": reference }));
+            }
         }
         Decision::Rejected(r) => {
             let mut rejection = json!({ "code": r.code(), "number": r.number() });

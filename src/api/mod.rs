@@ -188,7 +188,7 @@ struct HolderBody {
 #[serde(deny_unknown_fields)]
 struct ResultBody {
     resource_ref: String,
-    status: Option<u16>,
+    status: u16,
     #[serde(default)]
     headers: BTreeMap<String, String>,
 }
@@ -287,7 +287,7 @@ async fn complete<L: EventLog>(
     let b: CompleteBody = json_body(body, state.body_bytes_max).await?;
     let result = BusinessResult {
         resource_ref: b.result.resource_ref,
-        status: b.result.status.unwrap_or(200),
+        status: b.result.status,
         headers: b.result.headers,
     };
     let r = Report::Complete(result);

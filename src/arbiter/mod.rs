@@ -188,9 +188,7 @@ fn apply_batch(
             })?;
         // The record key, the scope and the id must agree, or records would land under the
         // wrong operation.
-        if envelope.scope.0 != record.key
-            || envelope.operation_id != OperationId::for_scope(&envelope.scope)
-        {
+        if !envelope.belongs_under(&record.key) {
             return Err(ArbiterError::KeyMismatch { partition, offset });
         }
         let logged = LoggedEvent {

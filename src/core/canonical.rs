@@ -45,6 +45,12 @@ pub enum CanonicalError {
         /// The limit that was exceeded.
         limit: usize,
     },
+    /// A number whose decimal form would exceed the bound (e.g. `1e400`).
+    #[error("a number's decimal form is longer than {limit} digits")]
+    NumberOutOfRange {
+        /// The limit that was exceeded.
+        limit: usize,
+    },
     /// Canonical form would exceed the byte budget.
     #[error("canonical form larger than {limit} bytes")]
     TooLarge {
@@ -372,7 +378,7 @@ fn write_value(
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
         Value::Bool(false) => out.push_str("false"),
-        Value::Number(n) => out.push_str(&canonical_number(n)),
+        Value::Number(n) => out.push_str(&canonical_number(n)?),
         Value::String(s) => {
             // Check before escaping so a huge string fails without being copied.
             check_len(out, s.len(), max_len)?;
@@ -428,27 +434,17 @@ fn write_string_value(s: &str, mode: Mode, out: &mut String) {
     }
 }
 
-/// Canonical text of a JSON number.
-fn canonical_number(n: &serde_json::Number) -> String {
-    if let Some(u) = n.as_u64() {
-        return u.to_string();
-    }
-    if let Some(i) = n.as_i64() {
-        return i.to_string();
-    }
-    match n.as_f64() {
-        Some(f) => {
-            // Rust's `Display` for f64 prints the shortest round-trip digits in
-            // plain notation (never an exponent), e.g. 1e21 → "1000000000000000000000".
-            let shortest = f.to_string();
-            // A finite f64 is always a valid decimal well within MAX_DECIMAL_LEN;
-            // the fallback is unreachable but keeps this path panic-free.
-            normalise_decimal(&shortest).unwrap_or(shortest)
-        }
-        // Without `arbitrary_precision` every Number is u64, i64 or f64; keep a
-        // deterministic fallback rather than panicking.
-        None => n.to_string(),
-    }
+/// Canonical text of a JSON number: its literal as written, normalised as a decimal.
+///
+/// serde_json's `arbitrary_precision` keeps the literal, so `12345678901234567.01` and
+/// `12345678901234567.02` stay different (through an `f64` they would collapse into one
+/// fingerprint, and a changed amount would replay instead of conflicting). A literal too large
+/// to write out within [`MAX_DECIMAL_LEN`] (e.g. `1e400`) is refused.
+fn canonical_number(n: &serde_json::Number) -> Result<String, CanonicalError> {
+    let literal = n.to_string();
+    normalise_decimal(&literal).ok_or(CanonicalError::NumberOutOfRange {
+        limit: MAX_DECIMAL_LEN,
+    })
 }
 
 /// Writes `s` as a JSON string literal exactly like `serde_json::to_string`:
@@ -638,6 +634,27 @@ mod tests {
         assert_eq!(canon(&json!(i64::MIN)), "-9223372036854775808");
         let parsed: Value = serde_json::from_str("[1.050e1, 100, 1E2]").expect("json");
         assert_eq!(canon(&parsed), "[10.5,100,100]");
+    }
+
+    #[test]
+    fn given_amounts_beyond_double_precision_when_canonicalised_then_they_stay_distinct() {
+        let a: Value = serde_json::from_str("12345678901234567.01").expect("json");
+        let b: Value = serde_json::from_str("12345678901234567.02").expect("json");
+        assert_eq!(canon(&a), "12345678901234567.01");
+        assert_ne!(canon(&a), canon(&b));
+        let huge: Value = serde_json::from_str("123456789012345678901234567890").expect("json");
+        assert_eq!(canon(&huge), "123456789012345678901234567890");
+    }
+
+    #[test]
+    fn given_a_number_too_long_to_write_out_when_canonicalised_then_refused() {
+        let v: Value = serde_json::from_str("[1e400]").expect("json");
+        assert_eq!(
+            canonical_json(&v, Mode::Plain),
+            Err(CanonicalError::NumberOutOfRange {
+                limit: MAX_DECIMAL_LEN
+            })
+        );
     }
 
     #[test]

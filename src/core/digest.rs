@@ -10,7 +10,7 @@ use crate::core::contract::ContractTerms;
 use crate::core::event::BusinessResult;
 use crate::core::fingerprint::Fingerprint;
 use crate::core::key::{OperationId, ScopedHash};
-use crate::core::operation::{OpState, OperationRecord, UnknownCause};
+use crate::core::operation::{OpState, OperationRecord, ReleaseCause, UnknownCause};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -37,7 +37,7 @@ enum StateView<'a> {
     Failed(&'a str),
     OutcomeUnknown(UnknownCause),
     Manual(UnknownCause),
-    Released(&'a str),
+    Released(&'a ReleaseCause),
 }
 
 impl<'a> From<&'a OpState> for StateView<'a> {
@@ -48,7 +48,7 @@ impl<'a> From<&'a OpState> for StateView<'a> {
             OpState::Failed { code } => Self::Failed(code),
             OpState::OutcomeUnknown { cause } => Self::OutcomeUnknown(*cause),
             OpState::Manual { cause } => Self::Manual(*cause),
-            OpState::Released { code } => Self::Released(code),
+            OpState::Released { cause } => Self::Released(cause),
         }
     }
 }

@@ -40,6 +40,15 @@ pub struct Envelope {
     pub body: EventBody,
 }
 
+impl Envelope {
+    /// Whether the envelope belongs under a log record key: the key is its scope and its
+    /// operation id is the scope's. Anything else was written by something that is not opledger,
+    /// and folding it would put records under the wrong operation.
+    pub fn belongs_under(&self, record_key: &[u8; 32]) -> bool {
+        self.scope.0 == *record_key && self.operation_id == OperationId::for_scope(&self.scope)
+    }
+}
+
 /// An event as the core sees it: decoded, with its place and time on the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoggedEvent {

@@ -308,6 +308,12 @@ pub enum FingerprintError {
         /// The limit.
         limit: usize,
     },
+    /// A number in a fingerprinted field is too large to write out as a decimal.
+    #[error("a number in a fingerprinted field has a decimal form longer than {limit} digits")]
+    NumberOutOfRange {
+        /// The limit.
+        limit: usize,
+    },
 }
 
 impl FingerprintError {
@@ -324,6 +330,7 @@ impl FingerprintError {
             FingerprintError::UpstreamRefTooLong { .. } => "upstream_ref_too_long",
             FingerprintError::TooDeep { .. } => "too_deep",
             FingerprintError::TooLarge { .. } => "too_large",
+            FingerprintError::NumberOutOfRange { .. } => "number_out_of_range",
         }
     }
 }
@@ -333,6 +340,9 @@ impl From<CanonicalError> for FingerprintError {
         match e {
             CanonicalError::TooDeep { limit } => FingerprintError::TooDeep { limit },
             CanonicalError::TooLarge { limit } => FingerprintError::TooLarge { limit },
+            CanonicalError::NumberOutOfRange { limit } => {
+                FingerprintError::NumberOutOfRange { limit }
+            }
         }
     }
 }

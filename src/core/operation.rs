@@ -15,6 +15,19 @@ pub enum UnknownCause {
     HolderReported,
 }
 
+/// Why an operation was released for another execution.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReleaseCause {
+    /// The external system provably never accepted it (R22); the executor's code.
+    NotAccepted {
+        /// The code the executor gave.
+        code: String,
+    },
+    /// Nobody knows whether it happened, and the tool's contract says running again is harmless
+    /// (`natural`, or a low-loss `unsafe` tool that accepts the risk). Not a proof of anything.
+    UnknownButReexecutable,
+}
+
 /// The states of an operation (R14). `received` is the instant of the first claim: the arbiter
 /// moves it to `processing` in the same decision, because the claimant is the executor.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,11 +57,10 @@ pub enum OpState {
         /// Why it went to a person.
         cause: UnknownCause,
     },
-    /// Provably not accepted by the external system: the next claim executes it again, under the
-    /// same key and operation id.
+    /// The next claim executes it again, under the same key and operation id.
     Released {
-        /// The code the executor gave.
-        code: String,
+        /// Why running it again is safe.
+        cause: ReleaseCause,
     },
 }
 

@@ -6,7 +6,7 @@ use super::{Outcome, advanced, check_reporter};
 use crate::core::contract::UnknownPolicy;
 use crate::core::decision::{Decision, Rejection};
 use crate::core::event::{Completion, Failure, FailureKind, Transition};
-use crate::core::operation::{OpState, OperationRecord, UnknownCause};
+use crate::core::operation::{OpState, OperationRecord, ReleaseCause, UnknownCause};
 
 /// Extends a live lease. Renewal is not a state change, so the version stays.
 pub(super) fn heartbeat(record: &OperationRecord, by: &Transition, at: u64) -> Outcome {
@@ -37,11 +37,12 @@ pub(super) fn heartbeat(record: &OperationRecord, by: &Transition, at: u64) -> O
 }
 
 /// Whether the executor may still settle the operation: while it runs, or while its outcome is
-/// unknown and no evidence has arrived yet. Not once an operator took it (R19).
+/// unknown — also when it waits for a person, because the executor's report is the best evidence
+/// there is. (An explicit operator takeover, R19, will close this door.)
 fn settleable(state: &OpState) -> bool {
     matches!(
         state,
-        OpState::Processing { .. } | OpState::OutcomeUnknown { .. }
+        OpState::Processing { .. } | OpState::OutcomeUnknown { .. } | OpState::Manual { .. }
     )
 }
 
@@ -79,7 +80,12 @@ pub(super) fn complete(record: &OperationRecord, c: &Completion, at: u64) -> Out
 pub(super) fn fail(record: &OperationRecord, f: &Failure, at: u64) -> Outcome {
     let repeat = match (&record.state, f.kind) {
         (OpState::Failed { code }, FailureKind::Definite)
-        | (OpState::Released { code }, FailureKind::NotAccepted) => *code == f.code,
+        | (
+            OpState::Released {
+                cause: ReleaseCause::NotAccepted { code },
+            },
+            FailureKind::NotAccepted,
+        ) => *code == f.code,
         _ => false,
     };
     if repeat && f.by.holder == record.holder {
@@ -95,7 +101,13 @@ pub(super) fn fail(record: &OperationRecord, f: &Failure, at: u64) -> Outcome {
             Decision::Accepted,
         ),
         (s, FailureKind::NotAccepted) if settleable(s) => Outcome::changed(
-            advanced(record, OpState::Released { code }, at),
+            advanced(
+                record,
+                OpState::Released {
+                    cause: ReleaseCause::NotAccepted { code },
+                },
+                at,
+            ),
             Decision::Accepted,
         ),
         (OpState::Completed { .. } | OpState::Failed { .. }, _) => {
@@ -109,7 +121,11 @@ pub(super) fn fail(record: &OperationRecord, f: &Failure, at: u64) -> Outcome {
 pub(super) fn unknown(record: &OperationRecord, by: &Transition, at: u64) -> Outcome {
     let already_unknown = matches!(
         record.state,
-        OpState::OutcomeUnknown { .. } | OpState::Manual { .. }
+        OpState::OutcomeUnknown { .. }
+            | OpState::Manual { .. }
+            | OpState::Released {
+                cause: ReleaseCause::UnknownButReexecutable
+            }
     );
     if already_unknown && by.holder == record.holder {
         return Outcome::unchanged(Decision::Unchanged);
@@ -122,7 +138,7 @@ pub(super) fn unknown(record: &OperationRecord, by: &Transition, at: u64) -> Out
             let cause = UnknownCause::HolderReported;
             let state = match record.terms.unknown_policy() {
                 UnknownPolicy::Reexecute => OpState::Released {
-                    code: "outcome_unknown".to_owned(),
+                    cause: ReleaseCause::UnknownButReexecutable,
                 },
                 UnknownPolicy::Investigate => OpState::OutcomeUnknown { cause },
                 UnknownPolicy::Operator => OpState::Manual { cause },

@@ -9,7 +9,7 @@ use crate::core::event::{
 };
 use crate::core::fingerprint::{Category, FINGERPRINT_VERSION, Fingerprint};
 use crate::core::key::{OperationId, ScopedHash};
-use crate::core::operation::{OpState, OperationRecord, UnknownCause};
+use crate::core::operation::{OpState, OperationRecord, ReleaseCause, UnknownCause};
 
 const LEASE: u64 = 1_000;
 
@@ -409,24 +409,39 @@ fn given_unknown_when_the_late_holder_names_its_old_version_then_stale_version()
 }
 
 #[test]
-fn given_manual_when_the_holder_reports_then_not_running() {
+fn given_manual_when_the_holder_reports_then_its_evidence_settles_it_but_heartbeats_do_not() {
     let mut s = Scenario::new(terms(ToolClass::Unsafe, false));
     s.when(0, s.claim("w1"));
     s.when(LEASE, s.claim("w2"));
-    for body in [
-        complete("w1", "r"),
-        fail("w1", FailureKind::Definite, "x"),
-        EventBody::Heartbeat(by("w1", None)),
-    ] {
-        assert_eq!(
-            s.when(LEASE + 1, body),
-            Decision::Rejected(Rejection::NotRunning)
-        );
-    }
+    assert_eq!(
+        s.when(LEASE + 1, EventBody::Heartbeat(by("w1", None))),
+        Decision::Rejected(Rejection::NotRunning)
+    );
     assert_eq!(
         s.when(LEASE + 1, EventBody::UnknownReported(by("w1", None))),
         Decision::Unchanged
     );
+    assert_eq!(
+        s.when(LEASE + 1, complete("w2", "r")),
+        Decision::Rejected(Rejection::NotHolder)
+    );
+    assert_eq!(s.when(LEASE + 2, complete("w1", "r")), Decision::Accepted);
+    assert_eq!(s.when(LEASE + 3, s.claim("w3")), Decision::Replay);
+}
+
+#[test]
+fn given_unknown_on_a_natural_tool_when_repeated_then_unchanged_and_not_called_not_accepted() {
+    let mut s = Scenario::new(terms(ToolClass::Natural, false));
+    s.when(0, s.claim("w1"));
+    let unknown = EventBody::UnknownReported(by("w1", None));
+    assert_eq!(s.when(1, unknown.clone()), Decision::Accepted);
+    assert_eq!(
+        s.state(),
+        &OpState::Released {
+            cause: ReleaseCause::UnknownButReexecutable
+        }
+    );
+    assert_eq!(s.when(2, unknown), Decision::Unchanged);
 }
 
 #[test]
