@@ -65,3 +65,95 @@ async fn everything_acknowledged_before_kill_9_is_there_after_restart() {
     assert_eq!(s, 201);
     server.stop();
 }
+
+/// `kill -9` in the middle of load: every answer that reached a client before the kill is true
+/// after the restart, and nothing is decided twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kill_9_under_load_loses_no_acknowledged_answer() {
+    const WORKERS: usize = 32;
+    const ACKS_BEFORE_KILL: usize = 400;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Arc::new(Server::start(dir.path()));
+    let acked = Arc::new(std::sync::Mutex::new(Vec::<(String, String, bool)>::new()));
+    let enough = Arc::new(tokio::sync::Notify::new());
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..WORKERS {
+        let (server, acked, enough) = (server.clone(), acked.clone(), enough.clone());
+        tasks.spawn(async move {
+            for i in 0.. {
+                let key = format!("load-{w}-{i}");
+                let Some((201, claimed)) = server
+                    .try_post(TOKEN_A, "/v1/operations", Some(&key), charge("w", "1", "c"))
+                    .await
+                else {
+                    return;
+                };
+                let id = claimed["operation_id"].as_str().expect("id").to_owned();
+                let note = |completed: bool| {
+                    let mut a = acked.lock().expect("lock");
+                    a.push((key.clone(), id.clone(), completed));
+                    if a.len() >= ACKS_BEFORE_KILL {
+                        enough.notify_one();
+                    }
+                };
+                note(false);
+                let body = serde_json::json!({"holder": "w", "result": {"resource_ref": format!("r-{key}"), "status": 201}});
+                match server
+                    .try_post(TOKEN_A, &format!("/v1/operations/{id}/complete"), None, body)
+                    .await
+                {
+                    Some((200, _)) => note(true),
+                    _ => return,
+                }
+            }
+        });
+    }
+    enough.notified().await;
+    server.kill9_shared();
+    while tasks.join_next().await.is_some() {}
+    let acknowledged = acked.lock().expect("lock").clone();
+    assert!(acknowledged.len() >= ACKS_BEFORE_KILL);
+
+    let server = Arc::into_inner(server).expect("sole owner");
+    let config = server.config.clone();
+    drop(server);
+    let server = Server::start_existing(dir.path(), &config);
+    assert!(
+        server.stderr().contains("did not stop cleanly"),
+        "the projection is rebuilt after a crash: {}",
+        server.stderr()
+    );
+    let mut completed = std::collections::HashSet::new();
+    for (key, _, done) in &acknowledged {
+        if *done {
+            completed.insert(key.clone());
+        }
+    }
+    for (key, id, _) in &acknowledged {
+        let (s, now) = server.get(TOKEN_A, &format!("/v1/operations/{id}")).await;
+        assert_eq!(s, 200, "acknowledged claim {key} lost");
+        if completed.contains(key) {
+            assert_eq!(now["state"], "completed", "{key}: {now}");
+            assert_eq!(now["result"]["resource_ref"], format!("r-{key}"));
+        }
+        let (s, again) = server.claim(TOKEN_A, key, charge("other", "1", "c")).await;
+        assert!(
+            s == 200 || s == 409,
+            "{key}: never a second executor: {again}"
+        );
+    }
+    let audit = server.cli_json("audit");
+    assert_eq!(
+        audit["decisions"]["execute"].as_u64(),
+        Some(
+            audit["operations"]
+                .as_object()
+                .expect("map")
+                .values()
+                .map(|v| v.as_u64().unwrap_or(0))
+                .sum::<u64>()
+        ),
+        "one execute per operation: {audit}"
+    );
+    server.stop();
+}

@@ -68,6 +68,51 @@ async fn planted_secrets_never_reach_the_logs_at_trace_level() {
         .await
         .1,
     );
+    // A parent id and report fields that carry the secret, and reads with the token.
+    answers.push(
+        send(
+            c.post(&url)
+                .bearer_auth(SECRET_TOKEN)
+                .header("Idempotency-Key", "child")
+                .json(&json!({"tool": "payments.charge", "holder": "w1", "parent": SECRET_BODY, "request": {}})),
+        )
+        .await
+        .1,
+    );
+    answers.push(
+        send(
+            c.post(format!("{}/v1/operations/{id}/heartbeat", server.base))
+                .bearer_auth(SECRET_TOKEN)
+                .json(&json!({"holder": "w1", "note": SECRET_BODY})),
+        )
+        .await
+        .1,
+    );
+    answers.push(
+        send(
+            c.post(format!("{}/v1/operations/{id}/fail", server.base))
+                .bearer_auth(SECRET_TOKEN)
+                .json(&json!({"holder": SECRET_BODY, "kind": "definite", "code": "x"})),
+        )
+        .await
+        .1,
+    );
+    answers.push(
+        send(
+            c.get(format!("{}/v1/operations/{id}", server.base))
+                .bearer_auth(SECRET_TOKEN),
+        )
+        .await
+        .1,
+    );
+    answers.push(
+        send(
+            c.get(format!("{}/v1/operations/{SECRET_BODY}", server.base))
+                .bearer_auth(SECRET_TOKEN),
+        )
+        .await
+        .1,
+    );
     let stdout = server.stdout();
     let stderr = server.stderr();
     server.stop();

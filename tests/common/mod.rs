@@ -165,6 +165,37 @@ impl Server {
         self.child.wait().expect("reaped");
     }
 
+    /// `kill -9` by pid, usable while other tasks still share the server.
+    pub fn kill9_shared(&self) {
+        let status = Command::new("kill")
+            .args(["-9", &self.child.id().to_string()])
+            .status()
+            .expect("kill -9");
+        assert!(status.success());
+    }
+
+    /// A POST that may fail (the server may be gone): `None` if no answer arrived.
+    pub async fn try_post(
+        &self,
+        token: &str,
+        path: &str,
+        key: Option<&str>,
+        body: Value,
+    ) -> Option<(u16, Value)> {
+        let mut req = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .json(&body);
+        if let Some(key) = key {
+            req = req.header("Idempotency-Key", key);
+        }
+        let resp = req.send().await.ok()?;
+        let status = resp.status().as_u16();
+        let value = resp.json().await.ok()?;
+        Some((status, value))
+    }
+
     /// SIGTERM and wait for a clean exit.
     pub fn stop(mut self) {
         let pid = self.child.id().to_string();
