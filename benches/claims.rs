@@ -56,6 +56,14 @@ impl Figures {
     }
 }
 
+/// Partitions of the ledger under test: the default of the config (8), or `BENCH_PARTITIONS`.
+fn bench_partitions() -> u32 {
+    std::env::var("BENCH_PARTITIONS")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(opledger::config::PARTITIONS_DEFAULT)
+}
+
 fn rss_kib(pid: &str, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -153,6 +161,44 @@ async fn raw_log(dir: &std::path::Path, workers: usize, per_worker: usize) -> Fi
     f
 }
 
+/// Baseline C: the projection store alone — sled 0.34 with one get and one insert per
+/// operation (what an arbiter does for a new operation), 256 per atomic batch, one thread.
+fn raw_sled(dir: &std::path::Path, total: usize) -> Figures {
+    let db = sled::Config::new()
+        .path(dir)
+        .cache_capacity(64 << 20)
+        .flush_every_ms(Some(1_000))
+        .open()
+        .expect("sled opens");
+    let value = vec![7u8; 220];
+    let start = Instant::now();
+    let mut latencies_us = Vec::with_capacity(total / 256 + 1);
+    for chunk in 0..total / 256 {
+        let t = Instant::now();
+        let mut batch = sled::Batch::default();
+        for i in 0..256 {
+            let n = (chunk * 256 + i) as u64;
+            let digest: [u8; 32] = sha2::Digest::finalize(sha2::Digest::chain_update(
+                <sha2::Sha256 as sha2::Digest>::new(),
+                n.to_be_bytes(),
+            ))
+            .into();
+            let mut key = [b'o'; 17];
+            key[1..].copy_from_slice(&digest[..16]);
+            assert!(db.get(key).expect("get").is_none());
+            batch.insert(&key[..], value.clone());
+        }
+        batch.insert(&b"a0"[..], &(chunk as u64).to_be_bytes()[..]);
+        db.apply_batch(batch).expect("batch");
+        latencies_us.push(t.elapsed().as_micros() as u64);
+    }
+    Figures {
+        ops: (total / 256 * 256) as u64,
+        elapsed: start.elapsed(),
+        latencies_us,
+    }
+}
+
 fn charge_body(w: usize, i: usize) -> serde_json::Value {
     json!({"amount": format!("{}.{:02}", i % 1000, w % 100), "currency": "EUR", "customer": format!("c-{w}")})
 }
@@ -223,9 +269,10 @@ async fn in_process(
 
 async fn http(dir: &std::path::Path, clients: usize, total: usize) -> (Figures, u64) {
     std::fs::create_dir_all(dir).expect("creates bench dir");
+    let partitions = bench_partitions();
     let config_path = dir.join("opledger.toml");
     let cfg = format!(
-        "data_dir = \"{}\"\nlisten = \"127.0.0.1:0\"\n[log]\npartitions = 8\n[limits]\nprojection_cache_mb = 64\n[[principal]]\nid = \"bench\"\ntoken = \"{TOKEN}\"\ntools = [\"*\"]\n[[tool]]\nname = \"payments.charge\"\nclass = \"keyed\"\n[tool.fingerprint]\namount = [\"amount\", \"currency\"]\nrecipient = [\"customer\"]\n",
+        "data_dir = \"{}\"\nlisten = \"127.0.0.1:0\"\n[log]\npartitions = {partitions}\n[limits]\nprojection_cache_mb = 64\n[[principal]]\nid = \"bench\"\ntoken = \"{TOKEN}\"\ntools = [\"*\"]\n[[tool]]\nname = \"payments.charge\"\nclass = \"keyed\"\n[tool.fingerprint]\namount = [\"amount\", \"currency\"]\nrecipient = [\"customer\"]\n",
         dir.join("data").display()
     );
     std::fs::write(&config_path, cfg).expect("writes config");
@@ -243,26 +290,29 @@ async fn http(dir: &std::path::Path, clients: usize, total: usize) -> (Figures, 
         }
     };
     let pid = child.id().to_string();
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(clients)
-        .build()
-        .expect("client");
-    let url = Arc::new(format!("{base}/v1/operations"));
+    let addr: std::net::SocketAddr = base
+        .trim_start_matches("http://")
+        .parse()
+        .expect("server address");
+    // One keep-alive connection per client, speaking plain HTTP/1.1 by hand: a full client
+    // library would spend more of the 2 cores than the server does.
+    let mut conns = Vec::new();
+    for _ in 0..clients {
+        let stream = tokio::net::TcpStream::connect(addr).await.expect("connects");
+        stream.set_nodelay(true).expect("nodelay");
+        conns.push(Arc::new(tokio::sync::Mutex::new(Conn::new(stream))));
+    }
+    let conns = Arc::new(conns);
     let f = drive(clients, total / clients, move |w, i| {
-        let client = client.clone();
-        let url = url.clone();
+        let conns = conns.clone();
         async move {
-            let body = json!({"tool": "payments.charge", "holder": format!("worker-{w}"), "request": charge_body(w, i)});
-            let resp = client
-                .post(url.as_str())
-                .bearer_auth(TOKEN)
-                .header("Idempotency-Key", format!("h-w{w}-i{i}"))
-                .json(&body)
-                .send()
-                .await
-                .expect("answered");
-            assert_eq!(resp.status().as_u16(), 201);
-            let _ = resp.bytes().await;
+            let body = json!({"tool": "payments.charge", "holder": format!("worker-{w}"), "request": charge_body(w, i)}).to_string();
+            let request = format!(
+                "POST /v1/operations HTTP/1.1\r\nhost: bench\r\nauthorization: Bearer {TOKEN}\r\nidempotency-key: h-w{w}-i{i}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let status = conns[w].lock().await.round_trip(request.as_bytes()).await;
+            assert_eq!(status, 201);
         }
     })
     .await;
@@ -270,6 +320,51 @@ async fn http(dir: &std::path::Path, clients: usize, total: usize) -> (Figures, 
     let _ = child.kill();
     let _ = child.wait();
     (f, peak)
+}
+
+/// A minimal HTTP/1.1 keep-alive client connection: enough to send a request and read one
+/// response with a Content-Length body.
+struct Conn {
+    stream: tokio::net::TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    fn new(stream: tokio::net::TcpStream) -> Self {
+        Self {
+            stream,
+            buf: Vec::with_capacity(4096),
+        }
+    }
+
+    /// Sends one request and returns the response's status code.
+    async fn round_trip(&mut self, request: &[u8]) -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        self.stream.write_all(request).await.expect("sends");
+        self.buf.clear();
+        loop {
+            let mut chunk = [0u8; 4096];
+            let n = self.stream.read(&mut chunk).await.expect("reads");
+            assert!(n > 0, "server closed the connection");
+            self.buf.extend_from_slice(&chunk[..n]);
+            let Some(head_end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                continue;
+            };
+            let head = std::str::from_utf8(&self.buf[..head_end]).expect("ascii head");
+            let status: u16 = head[9..12].parse().expect("status code");
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse().ok())?
+                })
+                .expect("content-length");
+            if self.buf.len() >= head_end + 4 + length {
+                return status;
+            }
+        }
+    }
 }
 
 fn main() {
@@ -300,12 +395,15 @@ fn main() {
             elapsed: Duration::from_secs(1),
             latencies_us: Vec::new(),
         };
-        let (mut raw, mut one) = (empty(), empty());
+        let (mut raw, mut one, mut sled_only) = (empty(), empty(), empty());
         if run("raw") {
             raw = raw_log(&tmp.path().join("raw"), 256, 400 * scale).await;
             raw.print("baseline A: raw log append, 256 appenders");
             one = raw_log(&tmp.path().join("raw1"), 1, 2_000).await;
             one.print("baseline B: raw log append, 1 appender");
+            sled_only = raw_sled(&tmp.path().join("sled"), 100_000 * scale);
+            sled_only.print("baseline C: sled get+insert, batches of 256");
+            println!("  (baseline C latencies are per batch of 256 operations)");
         }
         let mut inproc = empty();
         if run("inproc") {
@@ -327,8 +425,9 @@ fn main() {
         }
 
         println!(
-            "ratios: in-process / raw log = {:.2}; HTTP / in-process = {:.2}; in-process / one-fsync-per-claim = {:.1}x",
+            "ratios: in-process / raw log = {:.2}; in-process / raw sled = {:.2}; HTTP / in-process = {:.2}; in-process / one-fsync-per-claim = {:.1}x",
             inproc.rate() / raw.rate(),
+            inproc.rate() / sled_only.rate(),
             web.rate() / inproc.rate(),
             inproc.rate() / one.rate()
         );

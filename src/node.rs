@@ -141,8 +141,10 @@ impl Node {
     /// Resolves when an arbiter stops by itself, which only happens on failure: the node must
     /// then stop too, rather than answer from a partition nobody applies.
     pub async fn failed(&mut self) -> NodeError {
+        let joined = self.arbiters.join_next().await;
+        // Only now: this future is polled (and dropped) alongside the server on every run.
         self.healthy = false;
-        match self.arbiters.join_next().await {
+        match joined {
             Some(Ok(Err(e))) => NodeError::Arbiter(e),
             Some(Ok(Ok(()))) | None => NodeError::Arbiter(ArbiterError::Log {
                 partition: u32::MAX,

@@ -157,3 +157,23 @@ async fn kill_9_under_load_loses_no_acknowledged_answer() {
     );
     server.stop();
 }
+
+/// After SIGTERM the projection is trusted and resumed; only a crash costs a rebuild.
+#[tokio::test]
+async fn a_clean_stop_is_resumed_without_a_rebuild() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path());
+    let (s, c) = server.claim(TOKEN_A, "clean-1", charge("w", "1", "c")).await;
+    assert_eq!(s, 201);
+    let config = server.config.clone();
+    server.stop();
+    let server = Server::start_existing(dir.path(), &config);
+    let log = server.stderr();
+    assert!(log.contains("resuming from its applied offsets"), "{log}");
+    assert!(!log.contains("rebuilding"), "{log}");
+    let (s, now) = server
+        .get(TOKEN_A, &format!("/v1/operations/{}", c["operation_id"].as_str().expect("id")))
+        .await;
+    assert_eq!((s, now["state"].as_str()), (200, Some("processing")));
+    server.stop();
+}
