@@ -298,7 +298,9 @@ async fn http(dir: &std::path::Path, clients: usize, total: usize) -> (Figures, 
     // library would spend more of the 2 cores than the server does.
     let mut conns = Vec::new();
     for _ in 0..clients {
-        let stream = tokio::net::TcpStream::connect(addr).await.expect("connects");
+        let stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("connects");
         stream.set_nodelay(true).expect("nodelay");
         conns.push(Arc::new(tokio::sync::Mutex::new(Conn::new(stream))));
     }
