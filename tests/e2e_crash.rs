@@ -163,7 +163,9 @@ async fn kill_9_under_load_loses_no_acknowledged_answer() {
 async fn a_clean_stop_is_resumed_without_a_rebuild() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(dir.path());
-    let (s, c) = server.claim(TOKEN_A, "clean-1", charge("w", "1", "c")).await;
+    let (s, c) = server
+        .claim(TOKEN_A, "clean-1", charge("w", "1", "c"))
+        .await;
     assert_eq!(s, 201);
     let config = server.config.clone();
     server.stop();
@@ -172,7 +174,10 @@ async fn a_clean_stop_is_resumed_without_a_rebuild() {
     assert!(log.contains("resuming from its applied offsets"), "{log}");
     assert!(!log.contains("rebuilding"), "{log}");
     let (s, now) = server
-        .get(TOKEN_A, &format!("/v1/operations/{}", c["operation_id"].as_str().expect("id")))
+        .get(
+            TOKEN_A,
+            &format!("/v1/operations/{}", c["operation_id"].as_str().expect("id")),
+        )
         .await;
     assert_eq!((s, now["state"].as_str()), (200, Some("processing")));
     server.stop();

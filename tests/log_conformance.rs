@@ -33,6 +33,24 @@ async fn conformance_file_reads_small_segments() {
     conformance::run_all(fresh_factory(&base, options)).await;
 }
 
+/// Fewer writer threads than partitions: one thread serving every partition, and an uneven
+/// split with tiny rounds, so requests for several partitions share rounds and carry over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_shared_writer_threads() {
+    let base = tempfile::tempdir().expect("tempdir");
+    let mut options = EmbeddedOptions::new(4);
+    options.writer_threads = 1;
+    conformance::run_all(fresh_factory(&base, options)).await;
+
+    let base = tempfile::tempdir().expect("tempdir");
+    let mut options = EmbeddedOptions::new(5);
+    options.writer_threads = 2;
+    options.batch_records_max = 3;
+    options.segment_bytes_max = 4096;
+    options.tail_cache_records_max = 0;
+    conformance::run_all(fresh_factory(&base, options)).await;
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn conformance_current_thread_runtime() {
     let base = tempfile::tempdir().expect("tempdir");
@@ -43,7 +61,13 @@ async fn conformance_current_thread_runtime() {
 async fn conformance_restart() {
     let base = tempfile::tempdir().expect("tempdir");
     let dir = base.path().join("log");
-    let open = || EmbeddedLog::open(&dir, EmbeddedOptions::new(3)).expect("open embedded log");
+    // Each open uses a different number of writer threads: ownership is not stored on disk.
+    let opens = AtomicUsize::new(0);
+    let open = || {
+        let mut options = EmbeddedOptions::new(3);
+        options.writer_threads = 1 + (opens.fetch_add(1, Ordering::SeqCst) % 3) as u32;
+        EmbeddedLog::open(&dir, options).expect("open embedded log")
+    };
     conformance::check_restart(&open).await;
     // A second round on the now non-empty storage.
     conformance::check_restart(&open).await;

@@ -557,6 +557,21 @@ mod capture {
     #[derive(Clone, Default)]
     pub struct Capture(pub Arc<Mutex<Vec<String>>>);
 
+    /// The process-wide capture, installed on first use. Not a scoped `with_default`:
+    /// `tracing` caches each callsite's interest for the whole process, computed by whichever
+    /// thread registers it first, so a test running in parallel without the scoped subscriber
+    /// could cache "not interested" and the captured test would lose its events. A global
+    /// capture sees every thread's events; callers filter for their own.
+    pub fn global() -> &'static Capture {
+        static GLOBAL: std::sync::OnceLock<Capture> = std::sync::OnceLock::new();
+        GLOBAL.get_or_init(|| {
+            let cap = Capture::default();
+            tracing::subscriber::set_global_default(cap.clone())
+                .expect("no other global subscriber in this test binary");
+            cap
+        })
+    }
+
     struct Fields(String);
     impl Visit for Fields {
         fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
@@ -600,10 +615,19 @@ async fn torn_tail_truncation_is_reported() {
         .set_len(len - 7)
         .unwrap();
 
-    let cap = capture::Capture::default();
-    let log = tracing::subscriber::with_default(cap.clone(), || open(dir, EmbeddedOptions::new(3)));
+    let cap = capture::global();
+    let log = open(dir, EmbeddedOptions::new(3));
     assert_eq!(log.end_offset(2).await.unwrap(), 3);
-    let events = cap.0.lock().unwrap().clone();
+    // Other tests log into the same capture; keep only this log's events.
+    let dir_text = dir.display().to_string();
+    let events: Vec<String> = cap
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.contains(&dir_text))
+        .cloned()
+        .collect();
     let warn = events
         .iter()
         .find(|e| e.contains("truncated torn tail"))
@@ -686,4 +710,219 @@ async fn damage_deeper_than_one_batch_in_the_last_segment_is_refused() {
         Err(LogError::Corrupt { .. })
     ));
     assert_eq!(len_of(&seg), before, "acknowledged data is never cut off");
+}
+
+/// Options with several partitions sharing one writer thread.
+fn shared_writer_options(partitions: u32) -> EmbeddedOptions {
+    let mut options = EmbeddedOptions::new(partitions);
+    options.writer_threads = 1;
+    options
+}
+
+/// One writer thread serving 4 partitions, appended to concurrently: per partition the
+/// offsets are dense, nothing is lost or duplicated, every appender's records keep its order,
+/// timestamps never decrease, and reads (from cache, from files, after reopen) equal the
+/// appends. Also run with tiny rounds and segments and no cache, so rounds carry requests
+/// over, roll segments and are read back from the files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_writer_thread_serves_all_partitions() {
+    const PARTITIONS: u32 = 4;
+    const TASKS: u64 = 24;
+    const PER_TASK: u64 = 60;
+    let mut tiny = shared_writer_options(PARTITIONS);
+    tiny.batch_records_max = 3;
+    tiny.batch_bytes_max = 1000;
+    tiny.segment_bytes_max = 2000;
+    tiny.index_interval_records = 5;
+    tiny.tail_cache_records_max = 0;
+    for options in [shared_writer_options(PARTITIONS), tiny] {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = Arc::new(open(tmp.path(), options.clone()));
+        let mut tasks = Vec::new();
+        for task in 0..TASKS {
+            let log = log.clone();
+            tasks.push(tokio::spawn(async move {
+                let p = (task % u64::from(PARTITIONS)) as u32;
+                // Mixed call sizes so rounds hold differently shaped requests.
+                let chunk = 1 + task % 4;
+                let mut appended = Vec::new();
+                let mut n = 0;
+                while n < PER_TASK {
+                    let recs: Vec<NewRecord> = (n..(n + chunk).min(PER_TASK))
+                        .map(|i| rec(task << 20 | i, (i % 90) as usize))
+                        .collect();
+                    let acks = log.append(p, recs.clone()).await.expect("append");
+                    assert_eq!(acks.len(), recs.len());
+                    n += recs.len() as u64;
+                    appended.extend(recs.into_iter().zip(acks));
+                }
+                (p, appended)
+            }));
+        }
+        let mut by_partition: Vec<Vec<(NewRecord, Appended)>> = vec![Vec::new(); 4];
+        for t in tasks {
+            let (p, appended) = t.await.expect("appender task");
+            assert!(
+                appended.windows(2).all(|w| w[0].1.offset < w[1].1.offset),
+                "an appender's records keep their order"
+            );
+            by_partition[p as usize].extend(appended);
+        }
+        let per_partition = TASKS / u64::from(PARTITIONS) * PER_TASK;
+        for (p, appended) in by_partition.iter_mut().enumerate() {
+            appended.sort_by_key(|(_, a)| a.offset);
+            let offsets: Vec<u64> = appended.iter().map(|(_, a)| a.offset).collect();
+            assert_eq!(
+                offsets,
+                (0..per_partition).collect::<Vec<_>>(),
+                "partition {p}: dense offsets, each acknowledged once"
+            );
+            assert!(
+                appended
+                    .windows(2)
+                    .all(|w| w[0].1.timestamp_ms <= w[1].1.timestamp_ms),
+                "partition {p}: timestamps never decrease"
+            );
+            assert_same(&read_all(&log, p as u32).await, appended);
+        }
+        Arc::into_inner(log)
+            .expect("only reference")
+            .close()
+            .unwrap();
+
+        let log = open(tmp.path(), options);
+        for (p, appended) in by_partition.iter().enumerate() {
+            assert_same(&read_all(&log, p as u32).await, appended);
+        }
+    }
+}
+
+/// Partitions sharing a writer thread keep their own timestamps: a clock going backwards
+/// does not pull one partition's timestamps below its own last one, and one partition's
+/// high timestamp does not leak into another.
+#[tokio::test]
+async fn shared_writer_keeps_timestamps_per_partition() {
+    let tmp = tempfile::tempdir().unwrap();
+    let now = Arc::new(AtomicU64::new(1_000_000));
+    let mut options = shared_writer_options(2);
+    let clock = now.clone();
+    options.clock = Arc::new(move || clock.load(Ordering::SeqCst));
+    let log = open(tmp.path(), options);
+    let a = log.append(0, vec![rec(1, 1)]).await.unwrap()[0];
+    assert_eq!(a.timestamp_ms, 1_000_000);
+    now.store(500, Ordering::SeqCst);
+    let b = log.append(1, vec![rec(2, 1)]).await.unwrap()[0];
+    assert_eq!((b.offset, b.timestamp_ms), (0, 500));
+    let c = log.append(0, vec![rec(3, 1)]).await.unwrap()[0];
+    assert_eq!((c.offset, c.timestamp_ms), (1, 1_000_000));
+}
+
+/// A single call much larger than a batch is written (and synced) in parts, yet
+/// acknowledged once, densely, and read back intact.
+#[tokio::test]
+async fn a_call_larger_than_a_batch_is_appended_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut options = shared_writer_options(2);
+    options.batch_bytes_max = 1000;
+    let log = open(tmp.path(), options.clone());
+    let head = append_each(&log, 1, 0, 2, 50).await;
+    let big: Vec<NewRecord> = (100..140).map(|i| rec(i, 100)).collect();
+    let acks = log.append(1, big.clone()).await.unwrap();
+    let offsets: Vec<u64> = acks.iter().map(|a| a.offset).collect();
+    assert_eq!(offsets, (2..42).collect::<Vec<_>>());
+    let mut want = head;
+    want.extend(big.into_iter().zip(acks));
+    assert_same(&read_all(&log, 1).await, &want);
+    drop(log);
+    let log = open(tmp.path(), options);
+    assert_same(&read_all(&log, 1).await, &want);
+}
+
+/// A failed write poisons only its own partition, also when it shares the writer thread
+/// with others: appends to the other partition, even in the same rounds, keep succeeding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failure_poisons_only_its_partition_on_a_shared_writer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut options = shared_writer_options(2);
+    options.segment_bytes_max = 200; // one 100-byte record per segment
+    let log = Arc::new(open(dir, options));
+    log.append(0, vec![rec(0, 100)]).await.unwrap();
+    fs::remove_dir_all(dir.join("p0000")).unwrap();
+
+    // Interleave appends to both partitions so that they tend to share rounds.
+    let mut tasks = Vec::new();
+    for i in 0..20u64 {
+        let log = log.clone();
+        let p = (i % 2) as u32;
+        tasks.push(tokio::spawn(async move {
+            (p, log.append(p, vec![rec(i, 100)]).await)
+        }));
+    }
+    let mut ok_in_1 = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            (1, result) => {
+                result.expect("partition 1 is unaffected");
+                ok_in_1 += 1;
+            }
+            (_, result) => assert!(
+                matches!(
+                    result,
+                    Err(LogError::Io { .. } | LogError::Poisoned { partition: 0, .. })
+                ),
+                "{result:?}"
+            ),
+        }
+    }
+    assert_eq!(ok_in_1, 10);
+    assert_eq!(
+        log.end_offset(0).await.unwrap(),
+        1,
+        "nothing unsynced published"
+    );
+    assert_eq!(log.end_offset(1).await.unwrap(), 10);
+    assert_eq!(log.read(1, 0, 100).await.unwrap().len(), 10);
+    assert!(matches!(
+        log.wait_beyond(0, 1).await,
+        Err(LogError::Poisoned { partition: 0, .. })
+    ));
+}
+
+#[tokio::test]
+async fn writer_threads_must_be_between_one_and_the_partition_count() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (partitions, threads) in [(4, 0), (4, 5), (1, 2), (3, u32::MAX)] {
+        let options = EmbeddedOptions {
+            writer_threads: threads,
+            ..EmbeddedOptions::new(partitions)
+        };
+        match EmbeddedLog::open(&tmp.path().join("x"), options) {
+            Err(LogError::InvalidOptions(m)) => assert!(m.contains("writer_threads"), "{m}"),
+            other => panic!("{partitions} partitions, {threads} threads: {other:?}"),
+        }
+    }
+    assert!(
+        !tmp.path().join("x").exists(),
+        "nothing is created for invalid options"
+    );
+    // The default is always valid: at least 1, at most one per partition.
+    for partitions in [1, 2, 3, 64] {
+        let threads = EmbeddedOptions::new(partitions).writer_threads;
+        assert!(
+            (1..=partitions).contains(&threads),
+            "{partitions}: {threads}"
+        );
+    }
+    for (partitions, threads) in [(4, 1), (4, 3), (4, 4)] {
+        let options = EmbeddedOptions {
+            writer_threads: threads,
+            ..EmbeddedOptions::new(partitions)
+        };
+        let log = open(&tmp.path().join(format!("ok{threads}")), options);
+        for p in 0..partitions {
+            assert_eq!(log.append(p, vec![rec(1, 10)]).await.unwrap()[0].offset, 0);
+        }
+        log.close().unwrap();
+    }
 }

@@ -192,9 +192,9 @@ pub(crate) fn recover_partition(
             if !is_last {
                 return Err(corrupt(partition, &seg.path, pos, bad));
             }
-            // Only the batch in flight at a crash was never acknowledged (the writer syncs one
-            // batch before it writes the next), so a torn tail is at most one batch. Anything
-            // longer is damage to acknowledged data: refuse, never cut it off.
+            // Only the batch in flight at a crash was never acknowledged (the writer never has
+            // more than one batch of a partition unsynced), so a torn tail is at most one
+            // batch. Anything longer is damage to acknowledged data: refuse, never cut it off.
             if len - pos > torn_bytes_max {
                 return Err(corrupt(
                     partition,

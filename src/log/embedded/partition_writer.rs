@@ -1,0 +1,208 @@
+//! The write side of one partition: its last segment file, next offset and last timestamp.
+//!
+//! A `PartitionWriter` is owned by exactly one writer thread (see `writer.rs`), which drives
+//! it in three steps per round: [`write`](PartitionWriter::write) the partition's share of
+//! the round, [`sync`](PartitionWriter::sync) the file, and — only once every sync of the
+//! round is done — [`publish`](PartitionWriter::publish). Offsets and timestamps advance on
+//! publish only, so nothing unsynced is ever counted as appended.
+//!
+//! The writer never leaves more than `batch_bytes_max` bytes (or one frame, if larger) of a
+//! partition unsynced: a round's share that grows beyond that is synced part way. That keeps
+//! the torn tail a crash can leave within `torn_bytes_max` (see `mod.rs`), however large a
+//! single `append` call is and however many partitions share a round.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::log::embedded::frame;
+use crate::log::embedded::index::IndexEntry;
+use crate::log::embedded::meta::io_err;
+use crate::log::embedded::partition::{Commit, PartitionShared};
+use crate::log::embedded::segment::{self, SegmentRef};
+use crate::log::embedded::writer::{Request, WriterConfig};
+use crate::log::model::{Appended, LogError, LogRecord, Offset};
+
+/// Where a partition's writing continues after recovery.
+pub(crate) struct WriterStart {
+    pub dir: PathBuf,
+    pub segment: SegmentRef,
+    pub segment_len: u64,
+    pub next_offset: Offset,
+    pub last_timestamp_ms: u64,
+}
+
+/// Frames written (but maybe not yet synced) and not yet published.
+pub(crate) struct Written {
+    /// Acknowledgements, one list per request, in request order.
+    acks: Vec<Vec<Appended>>,
+    /// What publishing adds to the shared state; `commit.end` is the new next offset.
+    commit: Commit,
+    timestamp_ms: u64,
+}
+
+/// One partition's segment file and append position.
+pub(crate) struct PartitionWriter {
+    shared: Arc<PartitionShared>,
+    dir: PathBuf,
+    file: File,
+    segment_base: Offset,
+    segment_len: u64,
+    next_offset: Offset,
+    last_timestamp_ms: u64,
+    /// Set after a failed write or sync; the partition then refuses every append.
+    poisoned: Option<String>,
+}
+
+impl PartitionWriter {
+    /// Opens the partition's last segment for appending.
+    pub fn open(shared: Arc<PartitionShared>, start: WriterStart) -> Result<Self, LogError> {
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&start.segment.path)
+            .map_err(io_err(format!(
+                "opening segment {} for appending",
+                start.segment.path.display()
+            )))?;
+        Ok(Self {
+            shared,
+            dir: start.dir,
+            file,
+            segment_base: start.segment.base,
+            segment_len: start.segment_len,
+            next_offset: start.next_offset,
+            last_timestamp_ms: start.last_timestamp_ms,
+            poisoned: None,
+        })
+    }
+
+    /// Partition number.
+    pub fn partition(&self) -> u32 {
+        self.shared.partition()
+    }
+
+    /// Why the partition stopped accepting appends, if it did.
+    pub fn poisoned(&self) -> Option<&str> {
+        self.poisoned.as_deref()
+    }
+
+    /// Marks the partition as failed, for this writer and for readers and waiters. After a
+    /// failed write or fsync the kernel may have dropped dirty pages, so nothing written
+    /// since the last good sync can be trusted until a reopen re-verifies the files.
+    pub fn poison(&mut self, reason: String) {
+        self.shared.poison(reason.clone());
+        self.poisoned = Some(reason);
+    }
+
+    /// Assigns offsets and the timestamp `max(last, now_ms)` to `requests` (in order),
+    /// encodes them into `buf` and writes them with one `write` (more only when a segment
+    /// rolls or the unsynced bound is reached). The result may only be published after a
+    /// successful [`sync`](Self::sync); on error nothing of it may be acknowledged.
+    pub fn write(
+        &mut self,
+        requests: &[Request],
+        now_ms: u64,
+        cfg: &WriterConfig,
+        buf: &mut Vec<u8>,
+    ) -> Result<Written, LogError> {
+        // One timestamp per round, never below the previous one even if the clock jumps back.
+        let ts = self.last_timestamp_ms.max(now_ms);
+        let partition = self.partition();
+        let mut commit = Commit::default();
+        let mut acks = Vec::with_capacity(requests.len());
+        let mut offset = self.next_offset;
+        buf.clear();
+        for req in requests {
+            let mut ack = Vec::with_capacity(req.records.len());
+            for rec in &req.records {
+                let frame_len = frame::encoded_len(rec.payload.len());
+                let pending = self.segment_len + buf.len() as u64;
+                if pending > 0 && pending + frame_len as u64 > cfg.segment_bytes_max {
+                    // Records never straddle segments: finish this one and start the next.
+                    self.write_out(buf)?;
+                    self.sync()?;
+                    self.roll(offset, &mut commit)?;
+                } else if !buf.is_empty() && buf.len() + frame_len > cfg.batch_bytes_max {
+                    // Keep the unsynced tail within one batch (the torn-tail bound).
+                    self.write_out(buf)?;
+                    self.sync()?;
+                }
+                let position = self.segment_len + buf.len() as u64;
+                if position == 0 || offset.is_multiple_of(cfg.index_interval) {
+                    commit.index.push(IndexEntry {
+                        offset,
+                        segment_base: self.segment_base,
+                        position,
+                    });
+                }
+                frame::encode(buf, offset, ts, &rec.key, &rec.payload);
+                if cfg.cache_enabled {
+                    commit.records.push(LogRecord {
+                        partition,
+                        offset,
+                        timestamp_ms: ts,
+                        key: rec.key,
+                        payload: Arc::from(rec.payload.as_slice()),
+                    });
+                }
+                ack.push(Appended {
+                    offset,
+                    timestamp_ms: ts,
+                });
+                offset += 1;
+            }
+            acks.push(ack);
+        }
+        self.write_out(buf)?;
+        commit.end = offset;
+        Ok(Written {
+            acks,
+            commit,
+            timestamp_ms: ts,
+        })
+    }
+
+    /// Makes everything written so far durable (`fdatasync` of the current segment).
+    pub fn sync(&mut self) -> Result<(), LogError> {
+        self.file
+            .sync_data()
+            .map_err(io_err(format!("syncing {}", self.segment_path().display())))
+    }
+
+    /// Publishes synced frames to readers and waiters and returns their acknowledgements.
+    /// Call only after [`sync`](Self::sync) succeeded for everything in `written`.
+    pub fn publish(&mut self, written: Written) -> Vec<Vec<Appended>> {
+        self.next_offset = written.commit.end;
+        self.last_timestamp_ms = written.timestamp_ms;
+        self.shared.commit(written.commit);
+        written.acks
+    }
+
+    fn segment_path(&self) -> PathBuf {
+        self.dir.join(segment::segment_file_name(self.segment_base))
+    }
+
+    /// Writes the buffered frames to the current segment with one write.
+    fn write_out(&mut self, buf: &mut Vec<u8>) -> Result<(), LogError> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        self.file
+            .write_all(buf)
+            .map_err(io_err(format!("writing {}", self.segment_path().display())))?;
+        self.segment_len += buf.len() as u64;
+        buf.clear();
+        Ok(())
+    }
+
+    /// Starts a new segment whose first record will be `base`.
+    fn roll(&mut self, base: Offset, commit: &mut Commit) -> Result<(), LogError> {
+        let (file, seg) = segment::create_segment(&self.dir, base)?;
+        self.file = file;
+        self.segment_base = base;
+        self.segment_len = 0;
+        commit.segments.push(seg);
+        Ok(())
+    }
+}
