@@ -72,6 +72,8 @@ struct RawLog {
     partitions: u32,
     #[serde(default)]
     brokers: Option<String>,
+    #[serde(default)]
+    writer_threads: Option<u32>,
 }
 
 impl Default for RawLog {
@@ -80,6 +82,7 @@ impl Default for RawLog {
             backend: default_backend(),
             partitions: default_partitions(),
             brokers: None,
+            writer_threads: None,
         }
     }
 }
@@ -211,6 +214,8 @@ pub struct Config {
     pub backend: Backend,
     /// Partitions of the log.
     pub partitions: u32,
+    /// Writer threads of the embedded log (`None`: one per core, at most one per partition).
+    pub writer_threads: Option<u32>,
     /// Largest request body, in bytes.
     pub body_bytes_max: usize,
     /// sled's page cache, in bytes.
@@ -278,6 +283,14 @@ impl Config {
                 raw.log.partitions
             )));
         }
+        if let Some(w) = raw.log.writer_threads
+            && (w == 0 || w > raw.log.partitions)
+        {
+            return Err(invalid(format!(
+                "[log] writer_threads = {w} must be between 1 and partitions ({})",
+                raw.log.partitions
+            )));
+        }
         let backend = match (raw.log.backend.as_str(), raw.log.brokers) {
             ("embedded", _) => Backend::Embedded,
             ("kafka", Some(brokers)) if !brokers.trim().is_empty() => Backend::Kafka { brokers },
@@ -305,6 +318,7 @@ impl Config {
             listen,
             backend,
             partitions: raw.log.partitions,
+            writer_threads: raw.log.writer_threads,
             body_bytes_max,
             projection_cache_bytes: raw.limits.projection_cache_mb.unwrap_or(256) * 1024 * 1024,
             principals_by_token,
@@ -554,6 +568,7 @@ mod tests {
     fn bad_configs_are_rejected_with_a_message_naming_the_setting() {
         assert!(err("listen = \"nowhere\"").contains("listen"));
         assert!(err("[log]\npartitions = 0").contains("partitions"));
+        assert!(err("[log]\npartitions = 2\nwriter_threads = 3").contains("writer_threads"));
         assert!(err("[log]\nbackend = \"kafka\"").contains("brokers"));
         assert!(err("unknown_setting = 1").contains("unknown_setting"));
         let e = err("[[tool]]\nname = \"t\"\nclass = \"sometimes\"");

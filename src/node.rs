@@ -77,7 +77,11 @@ pub fn open_log(config: &Config) -> Result<Arc<EmbeddedLog>, NodeError> {
         source,
     })?;
     let dir = config.data_dir.join("log");
-    EmbeddedLog::open(&dir, EmbeddedOptions::new(config.partitions))
+    let mut options = EmbeddedOptions::new(config.partitions);
+    if let Some(threads) = config.writer_threads {
+        options.writer_threads = threads;
+    }
+    EmbeddedLog::open(&dir, options)
         .map(Arc::new)
         .map_err(|source| NodeError::OpenLog { dir, source })
 }
