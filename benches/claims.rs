@@ -64,6 +64,19 @@ fn bench_partitions() -> u32 {
         .unwrap_or(opledger::config::PARTITIONS_DEFAULT)
 }
 
+/// Writer threads of the embedded log: its default, or `BENCH_WRITER_THREADS`.
+fn bench_writer_threads() -> Option<u32> {
+    std::env::var("BENCH_WRITER_THREADS")
+        .ok()
+        .and_then(|p| p.parse().ok())
+}
+
+fn writer_threads_line() -> String {
+    bench_writer_threads()
+        .map(|w| format!("writer_threads = {w}\n"))
+        .unwrap_or_default()
+}
+
 fn rss_kib(pid: &str, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -83,6 +96,7 @@ data_dir = "{}"
 listen = "127.0.0.1:0"
 [log]
 partitions = {partitions}
+{writer_threads}
 [limits]
 projection_cache_mb = 64
 [[principal]]
@@ -98,7 +112,8 @@ lease = "30s"
 amount = ["amount", "currency"]
 recipient = ["customer"]
 "#,
-        dir.join("data").display()
+        dir.join("data").display(),
+        writer_threads = writer_threads_line(),
     );
     Config::parse(&text).expect("bench config is valid")
 }
@@ -136,7 +151,11 @@ where
 }
 
 async fn raw_log(dir: &std::path::Path, workers: usize, per_worker: usize) -> Figures {
-    let log = Arc::new(EmbeddedLog::open(dir, EmbeddedOptions::new(8)).expect("log opens"));
+    let mut options = EmbeddedOptions::new(bench_partitions());
+    if let Some(w) = bench_writer_threads() {
+        options.writer_threads = w;
+    }
+    let log = Arc::new(EmbeddedLog::open(dir, options).expect("log opens"));
     let payload = vec![7u8; 200];
     let l = log.clone();
     let f = drive(workers, per_worker, move |w, i| {
@@ -272,8 +291,9 @@ async fn http(dir: &std::path::Path, clients: usize, total: usize) -> (Figures, 
     let partitions = bench_partitions();
     let config_path = dir.join("opledger.toml");
     let cfg = format!(
-        "data_dir = \"{}\"\nlisten = \"127.0.0.1:0\"\n[log]\npartitions = {partitions}\n[limits]\nprojection_cache_mb = 64\n[[principal]]\nid = \"bench\"\ntoken = \"{TOKEN}\"\ntools = [\"*\"]\n[[tool]]\nname = \"payments.charge\"\nclass = \"keyed\"\n[tool.fingerprint]\namount = [\"amount\", \"currency\"]\nrecipient = [\"customer\"]\n",
-        dir.join("data").display()
+        "data_dir = \"{}\"\nlisten = \"127.0.0.1:0\"\n[log]\npartitions = {partitions}\n{}[limits]\nprojection_cache_mb = 64\n[[principal]]\nid = \"bench\"\ntoken = \"{TOKEN}\"\ntools = [\"*\"]\n[[tool]]\nname = \"payments.charge\"\nclass = \"keyed\"\n[tool.fingerprint]\namount = [\"amount\", \"currency\"]\nrecipient = [\"customer\"]\n",
+        dir.join("data").display(),
+        writer_threads_line(),
     );
     std::fs::write(&config_path, cfg).expect("writes config");
     let mut child = Command::new(env!("CARGO_BIN_EXE_opledger"))

@@ -214,7 +214,7 @@ pub struct Config {
     pub backend: Backend,
     /// Partitions of the log.
     pub partitions: u32,
-    /// Writer threads of the embedded log (`None`: one per core, at most one per partition).
+    /// Writer threads of the embedded log (`None`: one per partition).
     pub writer_threads: Option<u32>,
     /// Largest request body, in bytes.
     pub body_bytes_max: usize,
