@@ -158,10 +158,7 @@ impl<L: EventLog> Ledger<L> {
             Some(text) => Some(self.completed_parent(principal, text)?),
             None => None,
         };
-        let upstream_ref = match &parent {
-            Some((_, OpState::Completed { result })) => Some(result.resource_ref.as_str()),
-            _ => None,
-        };
+        let upstream_ref = parent.as_ref().map(|(_, reference)| reference.as_str());
         let fingerprint =
             fingerprint::fingerprint_v1(&contract.fingerprint, input.request, upstream_ref)?;
         let scope = ScopedHash::of(&principal.id, input.tool, &key);
@@ -178,18 +175,20 @@ impl<L: EventLog> Ledger<L> {
             .map(|a| Claimed::Decided(Box::new(a)))
     }
 
+    /// The parent operation of a sub-key claim and its result reference, which enters the
+    /// child's fingerprint (R5).
     fn completed_parent(
         &self,
         principal: &Principal,
         text: &str,
-    ) -> Result<(OperationId, OpState), LedgerError> {
+    ) -> Result<(OperationId, String), LedgerError> {
         let id = OperationId::parse(text).ok_or(LedgerError::UnknownParent)?;
         let record = self.owned(principal, id).map_err(|e| match e {
             LedgerError::NotFound => LedgerError::UnknownParent,
             other => other,
         })?;
         match record.state {
-            state @ OpState::Completed { .. } => Ok((id, state)),
+            OpState::Completed { result } => Ok((id, result.resource_ref)),
             _ => Err(LedgerError::ParentNotCompleted),
         }
     }
