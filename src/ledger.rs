@@ -8,7 +8,8 @@ use crate::arbiter::replies::{Answer, Replies};
 use crate::config::Principal;
 use crate::core::contract::ToolContract;
 use crate::core::event::{
-    self, BusinessResult, Claim, Completion, Envelope, EventBody, Failure, FailureKind, Transition,
+    self, BusinessResult, Claim, Completion, Envelope, EventBody, Failure, FailureKind,
+    OperatorAction, Resolution, ResolvedOutcome, Transition,
 };
 use crate::core::fingerprint::{self, FingerprintError};
 use crate::core::input::{self, InputError};
@@ -108,6 +109,23 @@ pub enum Report {
     Unknown,
 }
 
+/// What an operator does to an operation.
+#[derive(Debug, Clone)]
+pub enum OperatorCommand {
+    /// Take it over: automation stops touching it.
+    TakeOver {
+        /// The version the operator saw.
+        expected_version: Option<u64>,
+    },
+    /// Settle it.
+    Resolve {
+        /// The version the operator saw.
+        expected_version: Option<u64>,
+        /// What the operator established.
+        outcome: ResolvedOutcome,
+    },
+}
+
 /// The ledger service over one log.
 pub struct Ledger<L: EventLog> {
     log: Arc<L>,
@@ -204,24 +222,7 @@ impl<L: EventLog> Ledger<L> {
     ) -> Result<Answer, LedgerError> {
         input::visible_ascii("holder", holder, input::HOLDER_BYTES_MAX)?;
         match &report {
-            Report::Complete(result) => {
-                input::plain_text(
-                    "resource_ref",
-                    &result.resource_ref,
-                    input::RESOURCE_REF_BYTES_MAX,
-                )?;
-                if result.headers.len() > input::RESULT_HEADERS_MAX {
-                    return Err(InputError {
-                        field: "headers",
-                        rule: format!("may hold at most {} entries", input::RESULT_HEADERS_MAX),
-                    }
-                    .into());
-                }
-                for (name, value) in &result.headers {
-                    input::visible_ascii("headers", name, input::HEADER_BYTES_MAX)?;
-                    input::plain_text("headers", value, input::HEADER_BYTES_MAX)?;
-                }
-            }
+            Report::Complete(result) => check_result(result)?,
             Report::Fail { code, .. } => input::visible_ascii("code", code, input::CODE_BYTES_MAX)?,
             Report::Heartbeat | Report::Unknown => {}
         }
@@ -240,6 +241,49 @@ impl<L: EventLog> Ledger<L> {
             Report::Unknown => EventBody::UnknownReported(by),
         };
         self.submit(record.scope, body).await
+    }
+
+    /// An operator's action on an operation of any principal (the API checks the role): take
+    /// it over (R19) or resolve it (R18). Every action is an event naming the operator.
+    pub async fn operate(
+        &self,
+        operator: &Principal,
+        id: OperationId,
+        command: OperatorCommand,
+    ) -> Result<Answer, LedgerError> {
+        if let OperatorCommand::Resolve {
+            outcome: ResolvedOutcome::Completed(result),
+            ..
+        } = &command
+        {
+            check_result(result)?;
+        }
+        let record = self.projection.get(&id)?.ok_or(LedgerError::NotFound)?;
+        let body = match command {
+            OperatorCommand::TakeOver { expected_version } => {
+                EventBody::TakenOver(OperatorAction {
+                    operator: operator.id.clone(),
+                    expected_version,
+                })
+            }
+            OperatorCommand::Resolve {
+                expected_version,
+                outcome,
+            } => EventBody::Resolved(Resolution {
+                by: OperatorAction {
+                    operator: operator.id.clone(),
+                    expected_version,
+                },
+                outcome,
+            }),
+        };
+        tracing::info!(operation = %id, operator = %operator.id, action = body.type_name(), "operator action");
+        self.submit(record.scope, body).await
+    }
+
+    /// The operator queue: operations waiting for a person, at most `limit`.
+    pub fn reconciliation(&self, limit: usize) -> Result<Vec<OperationRecord>, LedgerError> {
+        Ok(self.projection.queue(limit)?)
     }
 
     /// Reads an operation; only its owning principal sees it (R4, R20).
@@ -315,6 +359,26 @@ impl<L: EventLog> Ledger<L> {
             }
         }
     }
+}
+
+/// Checks a business result's bounds before it is stored and replayed.
+fn check_result(result: &BusinessResult) -> Result<(), InputError> {
+    input::plain_text(
+        "resource_ref",
+        &result.resource_ref,
+        input::RESOURCE_REF_BYTES_MAX,
+    )?;
+    if result.headers.len() > input::RESULT_HEADERS_MAX {
+        return Err(InputError {
+            field: "headers",
+            rule: format!("may hold at most {} entries", input::RESULT_HEADERS_MAX),
+        });
+    }
+    for (name, value) in &result.headers {
+        input::visible_ascii("headers", name, input::HEADER_BYTES_MAX)?;
+        input::plain_text("headers", value, input::HEADER_BYTES_MAX)?;
+    }
+    Ok(())
 }
 
 /// Removes a caller's pending reply entry when its call ends, however it ends.

@@ -6,8 +6,9 @@
 
 use crate::arbiter::replies::Answer;
 use crate::config::Principal;
+use crate::core::contract::LossLevel;
 use crate::core::decision::{Decision, Rejection};
-use crate::core::operation::{OpState, OperationRecord, ReleaseCause};
+use crate::core::operation::{OpState, OperationRecord, ReleaseCause, UnknownCause};
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -95,7 +96,19 @@ pub fn record_fields(principal: &Principal, record: &OperationRecord) -> Map<Str
                 json!("outcome_unknown_reexecutable"),
             );
         }
-        OpState::OutcomeUnknown { .. } | OpState::Manual { .. } => {}
+        OpState::Released {
+            cause: ReleaseCause::OperatorNotExecuted { operator },
+        } => {
+            m.insert("released_because".into(), json!("operator_not_executed"));
+            m.insert("resolved_by".into(), json!(operator));
+        }
+        OpState::Manual {
+            operator: Some(operator),
+            ..
+        } => {
+            m.insert("taken_over_by".into(), json!(operator));
+        }
+        OpState::OutcomeUnknown { .. } | OpState::Manual { operator: None, .. } => {}
     }
     m
 }
@@ -139,4 +152,66 @@ pub fn render_record(principal: &Principal, record: &OperationRecord) -> Respons
         Json(Value::Object(record_fields(principal, record))),
     )
         .into_response()
+}
+
+/// One entry of the operator queue: when it was requested, a target summary without secrets
+/// (tool, owner, executor, which fingerprint categories the intent has, never their values),
+/// and what to do.
+pub fn reconciliation_item(record: &OperationRecord) -> Value {
+    let (cause, operator) = match &record.state {
+        OpState::Manual { cause, operator } => (Some(*cause), operator.clone()),
+        _ => (None, None),
+    };
+    let why = match cause {
+        Some(UnknownCause::LeaseLapsed) => {
+            "the executor's lease lapsed without a report, and another claim arrived"
+        }
+        Some(UnknownCause::HolderReported) => {
+            "the executor reported that it does not know whether the call took effect"
+        }
+        None => "it is no longer waiting for a person",
+    };
+    let categories: Vec<&str> = record
+        .fingerprint
+        .parts
+        .iter()
+        .map(|(c, _)| c.as_str())
+        .collect();
+    let id = record.id;
+    let step = if operator.is_some() {
+        "resolve it".to_owned()
+    } else {
+        format!("take it over (POST /v1/operations/{id}/takeover), then resolve it")
+    };
+    let guidance = format!(
+        "Nobody can tell automatically whether this happened: {why}; tool `{tool}` is {class} \
+         with {loss} loss and cannot be queried. Look in the external system for an effect \
+         whose idempotency key or reference is {id} (executors pass the operation id). Then \
+         {step}: POST /v1/operations/{id}/resolve with {{\"outcome\":\"completed\",\"result\":\
+         {{\"resource_ref\":…,\"status\":…}}}} if you found it, or {{\"outcome\":\"not_executed\"}} \
+         if you are sure it did not happen (the key is then released for a retry).",
+        tool = record.tool,
+        class = record.terms.class.as_str(),
+        loss = match record.terms.loss {
+            LossLevel::Low => "low",
+            LossLevel::High => "high",
+        },
+    );
+    json!({
+        "operation_id": id.to_string(),
+        "state": record.state.name(),
+        "version": record.version,
+        "requested_at": rfc3339(record.created_at_ms),
+        "unknown_since": rfc3339(record.updated_at_ms),
+        "taken_over_by": operator,
+        "target": {
+            "tool": record.tool,
+            "principal": record.principal,
+            "holder": record.holder,
+            "fingerprint_categories": categories,
+            "fingerprint": record.fingerprint.short_hex(),
+            "parent": record.parent.map(|p| p.to_string()),
+        },
+        "guidance": guidance,
+    })
 }

@@ -6,11 +6,12 @@ pub mod auth;
 pub mod error;
 
 use crate::config::{Principal, Role};
+use crate::core::event::ResolvedOutcome;
 use crate::core::event::{BusinessResult, FailureKind};
 use crate::core::key::OperationId;
-use crate::ledger::{ClaimInput, Claimed, Ledger, Report};
+use crate::ledger::{ClaimInput, Claimed, Ledger, OperatorCommand, Report};
 use crate::log::model::EventLog;
-use answer::{render_answer, render_record};
+use answer::{reconciliation_item, render_answer, render_record};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
@@ -43,6 +44,9 @@ pub fn router<L: EventLog>(state: Arc<ApiState<L>>) -> Router {
         .route("/v1/operations/{id}/complete", post(complete::<L>))
         .route("/v1/operations/{id}/fail", post(fail::<L>))
         .route("/v1/operations/{id}/unknown", post(unknown::<L>))
+        .route("/v1/operations/{id}/takeover", post(take_over::<L>))
+        .route("/v1/operations/{id}/resolve", post(resolve::<L>))
+        .route("/v1/reconciliation", get(reconciliation::<L>))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such endpoint") })
         .with_state(state)
 }
@@ -82,6 +86,24 @@ async fn json_body<T: DeserializeOwned>(body: Body, max: usize) -> Result<T, Api
             }
         }
     })
+}
+
+/// Like [`json_body`], but an empty body means the type's default (all fields optional).
+async fn optional_json_body<T: DeserializeOwned + Default>(
+    body: Body,
+    max: usize,
+) -> Result<T, ApiError> {
+    let bytes = axum::body::to_bytes(body, max).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the body is larger than {max} bytes"),
+        )
+    })?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    json_body(Body::from(bytes), max).await
 }
 
 fn rejects_oversize(headers: &HeaderMap, max: usize) -> Result<(), ApiError> {
@@ -308,4 +330,105 @@ async fn fail<L: EventLog>(
     };
     let r = Report::Fail { kind, code: b.code };
     report(&state, principal, &id, &b.holder, b.expected_version, r).await
+}
+
+/// Most entries `GET /v1/reconciliation` returns.
+pub const RECONCILIATION_ITEMS_MAX: usize = 1000;
+
+fn operator<'a, L: EventLog>(
+    state: &'a ApiState<L>,
+    headers: &HeaderMap,
+) -> Result<&'a Principal, ApiError> {
+    let principal = auth::authenticate(&state.principals, headers)?;
+    auth::require(principal, Role::Operator)?;
+    Ok(principal)
+}
+
+async fn reconciliation<L: EventLog>(
+    State(state): State<Arc<ApiState<L>>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    operator(&state, &headers)?;
+    let records = state.ledger.reconciliation(RECONCILIATION_ITEMS_MAX)?;
+    let items: Vec<serde_json::Value> = records.iter().map(reconciliation_item).collect();
+    let body = serde_json::json!({ "count": items.len(), "items": items });
+    Ok((StatusCode::OK, axum::Json(body)).into_response())
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct TakeOverBody {
+    expected_version: Option<u64>,
+}
+
+async fn take_over<L: EventLog>(
+    State(state): State<Arc<ApiState<L>>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let principal = operator(&state, &headers)?;
+    let b: TakeOverBody = optional_json_body(body, state.body_bytes_max).await?;
+    let command = OperatorCommand::TakeOver {
+        expected_version: b.expected_version,
+    };
+    let answer = state
+        .ledger
+        .operate(principal, operation_id(&id)?, command)
+        .await?;
+    Ok(render_answer(principal, &answer))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+enum OutcomeBody {
+    Completed,
+    NotExecuted,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResolveBody {
+    outcome: OutcomeBody,
+    result: Option<ResultBody>,
+    expected_version: Option<u64>,
+}
+
+async fn resolve<L: EventLog>(
+    State(state): State<Arc<ApiState<L>>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let principal = operator(&state, &headers)?;
+    let b: ResolveBody = json_body(body, state.body_bytes_max).await?;
+    let outcome = match (b.outcome, b.result) {
+        (OutcomeBody::Completed, Some(r)) => ResolvedOutcome::Completed(BusinessResult {
+            resource_ref: r.resource_ref,
+            status: r.status,
+            headers: r.headers,
+        }),
+        (OutcomeBody::NotExecuted, None) => ResolvedOutcome::NotExecuted,
+        (OutcomeBody::Completed, None) => {
+            return Err(ApiError::bad_request(
+                "invalid_body",
+                "outcome `completed` needs the `result` found in the external system",
+            ));
+        }
+        (OutcomeBody::NotExecuted, Some(_)) => {
+            return Err(ApiError::bad_request(
+                "invalid_body",
+                "outcome `not_executed` takes no `result`",
+            ));
+        }
+    };
+    let command = OperatorCommand::Resolve {
+        expected_version: b.expected_version,
+        outcome,
+    };
+    let answer = state
+        .ledger
+        .operate(principal, operation_id(&id)?, command)
+        .await?;
+    Ok(render_answer(principal, &answer))
 }

@@ -9,12 +9,12 @@
 
 pub mod replies;
 
-use crate::core::event::{self, LoggedEvent};
+use crate::core::event::{self, LoggedEvent, ReplyTo};
 use crate::core::key::OperationId;
 use crate::core::machine;
-use crate::core::operation::OperationRecord;
+use crate::core::operation::{OpState, OperationRecord};
 use crate::log::model::{EventLog, LogError, LogRecord};
-use crate::projection::{Projection, ProjectionError};
+use crate::projection::{Changes, Projection, ProjectionError};
 use replies::{Answer, Replies};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -143,38 +143,42 @@ impl<L: EventLog> Arbiter<L> {
             return Ok(());
         }
         let next = self.next + records.len() as u64;
-        let (changed, answers) = apply_batch(partition, self.next, &self.projection, &records)?;
+        let applied = apply_batch(partition, self.next, &self.projection, &records)?;
         self.projection
-            .commit_grouped(partition, next, changed)
+            .commit_grouped(partition, next, applied.changes)
             .await
             .map_err(|source| ArbiterError::Projection { partition, source })?;
         self.next = next;
-        for (to, answer) in answers {
+        for (to, answer) in applied.answers {
             self.replies.deliver(to, answer);
         }
         Ok(())
     }
 }
 
-/// Folds a contiguous batch of records starting at `next`: returns the records it changed (to
-/// be committed with the new applied offset) and the answers for the waiting callers, which may
-/// only be sent after that commit.
-#[allow(clippy::type_complexity)]
+/// What a batch changed: to be committed with the new applied offset, and only then answered.
+struct Applied {
+    changes: Changes,
+    answers: Vec<(ReplyTo, Answer)>,
+}
+
+/// Whether an operation belongs in the operator queue (`GET /v1/reconciliation`).
+fn in_queue(record: Option<&OperationRecord>) -> bool {
+    record.is_some_and(|r| matches!(r.state, OpState::Manual { .. }))
+}
+
+/// Folds a contiguous batch of records starting at `next`.
 fn apply_batch(
     partition: u32,
     next: u64,
     projection: &Projection,
     records: &[LogRecord],
-) -> Result<
-    (
-        Vec<OperationRecord>,
-        Vec<(crate::core::event::ReplyTo, Answer)>,
-    ),
-    ArbiterError,
-> {
+) -> Result<Applied, ArbiterError> {
     let proj_err = |source| ArbiterError::Projection { partition, source };
     // Records changed by this batch, so later events in the batch see earlier ones.
     let mut changed: HashMap<OperationId, OperationRecord> = HashMap::new();
+    // Queue membership of each touched operation before the batch, to update the queue index.
+    let mut queued_before: HashMap<OperationId, bool> = HashMap::new();
     let mut answers = Vec::new();
     for (i, record) in records.iter().enumerate() {
         let offset = next + i as u64;
@@ -202,6 +206,9 @@ fn apply_batch(
             Some(r) => Some(r.clone()),
             None => projection.get(&id).map_err(proj_err)?,
         };
+        queued_before
+            .entry(id)
+            .or_insert_with(|| in_queue(current.as_ref()));
         let outcome = machine::apply(current.as_ref(), &logged);
         tracing::debug!(
             partition,
@@ -229,7 +236,20 @@ fn apply_batch(
             ));
         }
     }
-    Ok((changed.into_values().collect(), answers))
+    let queue = changed
+        .iter()
+        .filter_map(|(id, r)| {
+            let now = in_queue(Some(r));
+            (queued_before.get(id) != Some(&now)).then_some((*id, now))
+        })
+        .collect();
+    Ok(Applied {
+        changes: Changes {
+            records: changed.into_values().collect(),
+            queue,
+        },
+        answers,
+    })
 }
 
 #[cfg(test)]

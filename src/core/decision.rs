@@ -66,6 +66,13 @@ pub enum Rejection {
     LeaseExpired,
     /// The operation is not being executed (released, outcome unknown, or with an operator).
     NotRunning,
+    /// An operator may only take over what nobody can settle automatically: an unknown outcome,
+    /// an operation waiting for a person, or a lapsed lease.
+    NothingToTakeOver,
+    /// Another operator has taken it over.
+    TakenOverByAnother,
+    /// An operator must take the operation over before resolving it.
+    NotTakenOver,
 }
 
 impl Rejection {
@@ -78,6 +85,9 @@ impl Rejection {
             Self::AlreadyFinished => "already_finished",
             Self::LeaseExpired => "lease_expired",
             Self::NotRunning => "not_running",
+            Self::NothingToTakeOver => "nothing_to_take_over",
+            Self::TakenOverByAnother => "taken_over_by_another",
+            Self::NotTakenOver => "not_taken_over",
         }
     }
 
@@ -90,6 +100,9 @@ impl Rejection {
             Self::AlreadyFinished => 4,
             Self::LeaseExpired => 5,
             Self::NotRunning => 6,
+            Self::NothingToTakeOver => 7,
+            Self::TakenOverByAnother => 8,
+            Self::NotTakenOver => 9,
         }
     }
 }

@@ -36,7 +36,7 @@ enum StateView<'a> {
     Completed(&'a BusinessResult),
     Failed(&'a str),
     OutcomeUnknown(UnknownCause),
-    Manual(UnknownCause),
+    Manual(UnknownCause, &'a Option<String>),
     Released(&'a ReleaseCause),
 }
 
@@ -47,7 +47,7 @@ impl<'a> From<&'a OpState> for StateView<'a> {
             OpState::Completed { result } => Self::Completed(result),
             OpState::Failed { code } => Self::Failed(code),
             OpState::OutcomeUnknown { cause } => Self::OutcomeUnknown(*cause),
-            OpState::Manual { cause } => Self::Manual(*cause),
+            OpState::Manual { cause, operator } => Self::Manual(*cause, operator),
             OpState::Released { cause } => Self::Released(cause),
         }
     }

@@ -75,6 +75,10 @@ pub enum EventBody {
     Failed(Failure),
     /// The executor does not know whether the side effect happened.
     UnknownReported(Transition),
+    /// An operator takes the operation over: automation stops touching it (R19).
+    TakenOver(OperatorAction),
+    /// The operator who took it over settles it (R18).
+    Resolved(Resolution),
 }
 
 impl EventBody {
@@ -86,6 +90,8 @@ impl EventBody {
             Self::Completed(_) => "completed",
             Self::Failed(_) => "failed",
             Self::UnknownReported(_) => "unknown_reported",
+            Self::TakenOver(_) => "taken_over",
+            Self::Resolved(_) => "resolved",
         }
     }
 }
@@ -105,6 +111,33 @@ pub struct Claim {
     pub parent: Option<OperationId>,
     /// The contract terms in force when the claim was made.
     pub terms: ContractTerms,
+}
+
+/// An operator's action on an operation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorAction {
+    /// The operator's principal id.
+    pub operator: String,
+    /// The version the operator saw; a mismatch rejects the action.
+    pub expected_version: Option<u64>,
+}
+
+/// How an operator settles an operation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ResolvedOutcome {
+    /// It happened: this is its result (found by the operator in the external system).
+    Completed(BusinessResult),
+    /// It did not happen: the key is released and may be executed again.
+    NotExecuted,
+}
+
+/// An operator's resolution.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resolution {
+    /// Who and which version.
+    pub by: OperatorAction,
+    /// What the operator established.
+    pub outcome: ResolvedOutcome,
 }
 
 /// A transition by the executor that carries no payload.

@@ -26,6 +26,11 @@ pub enum ReleaseCause {
     /// Nobody knows whether it happened, and the tool's contract says running again is harmless
     /// (`natural`, or a low-loss `unsafe` tool that accepts the risk). Not a proof of anything.
     UnknownButReexecutable,
+    /// An operator established that it was not executed.
+    OperatorNotExecuted {
+        /// The operator.
+        operator: String,
+    },
 }
 
 /// The states of an operation (R14). `received` is the instant of the first claim: the arbiter
@@ -52,10 +57,14 @@ pub enum OpState {
         /// Why.
         cause: UnknownCause,
     },
-    /// An operator decides (R18): automation sends no external requests for it.
+    /// A person decides (R18). Until an operator takes it over, the executor's own late report
+    /// may still settle it (it is evidence); once taken over (R19), only that operator's
+    /// resolution does, and automation sends no external requests for it.
     Manual {
         /// Why it went to a person.
         cause: UnknownCause,
+        /// The operator who took it over, if one did.
+        operator: Option<String>,
     },
     /// The next claim executes it again, under the same key and operation id.
     Released {

@@ -7,8 +7,7 @@
 //! Each partition's records still travel with its own applied offset in the same atomic batch,
 //! and each arbiter waits for its commit before it reads again, so it always sees its own writes.
 
-use super::{ProjectionError, applied_key, encode_record, record_key};
-use crate::core::operation::OperationRecord;
+use super::{Changes, ProjectionError, applied_key, encode_record, queue_key, record_key};
 use tokio::sync::{mpsc, oneshot};
 
 /// Queue depth of the committer, in arbiter batches (one per partition is in flight at most).
@@ -17,7 +16,7 @@ const COMMIT_QUEUE_DEPTH: usize = 4096;
 struct Commit {
     partition: u32,
     next_offset: u64,
-    records: Vec<OperationRecord>,
+    changes: Changes,
     done: oneshot::Sender<Result<(), ProjectionError>>,
 }
 
@@ -57,13 +56,13 @@ impl Committer {
         &self,
         partition: u32,
         next_offset: u64,
-        records: Vec<OperationRecord>,
+        changes: Changes,
     ) -> Result<(), ProjectionError> {
         let (done, applied) = oneshot::channel();
         let commit = Commit {
             partition,
             next_offset,
-            records,
+            changes,
             done,
         };
         let stopped = || ProjectionError::Thread("the committer stopped".into());
@@ -87,8 +86,15 @@ fn run(db: sled::Db, mut rx: mpsc::Receiver<Commit>) {
         }
         let mut batch = sled::Batch::default();
         for c in &group {
-            for record in &c.records {
+            for record in &c.changes.records {
                 batch.insert(&record_key(&record.id)[..], encode_record(record));
+            }
+            for (id, queued) in &c.changes.queue {
+                if *queued {
+                    batch.insert(&queue_key(id)[..], &[][..]);
+                } else {
+                    batch.remove(&queue_key(id)[..]);
+                }
             }
             batch.insert(
                 &applied_key(c.partition)[..],

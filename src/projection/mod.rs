@@ -10,6 +10,7 @@
 //! |------------------------------|-----------------------------------------|
 //! | `o` + operation id (16)      | record format (u16 LE) + bincode record |
 //! | `a` + partition (u32 BE)     | next offset to apply (u64 BE)           |
+//! | `q` + operation id (16)      | empty: the operation is in the operator queue (manual) |
 //! | `m` + name                   | metadata: format, log id, partitions    |
 //!
 //! sled 0.34 is beta software with corruption reports after `kill -9`; nothing here is the source
@@ -29,6 +30,7 @@ use std::sync::Arc;
 pub const PROJECTION_FORMAT: u16 = 1;
 
 const PREFIX_RECORD: u8 = b'o';
+const PREFIX_QUEUE: u8 = b'q';
 const PREFIX_APPLIED: u8 = b'a';
 const META_FORMAT: &[u8] = b"mformat";
 const META_LOG_ID: &[u8] = b"mlog_id";
@@ -81,6 +83,15 @@ pub enum Reset {
         /// What failed the integrity check.
         reason: String,
     },
+}
+
+/// What one arbiter batch changed.
+#[derive(Debug, Default)]
+pub struct Changes {
+    /// Records after the batch.
+    pub records: Vec<OperationRecord>,
+    /// Operator-queue membership changes: (operation, now in the queue).
+    pub queue: Vec<(OperationId, bool)>,
 }
 
 /// The log a projection must belong to.
@@ -194,33 +205,32 @@ impl Projection {
         }
     }
 
-    /// Writes changed records and the partition's new applied offset atomically, grouped with
-    /// other partitions' commits into one sled batch (see `committer.rs`). Resolves once applied.
+    /// Writes a partition's changes and its new applied offset atomically, grouped with other
+    /// partitions' commits into one sled batch (see `committer.rs`). Resolves once applied.
     /// Not flushed: the log is durable, and a lost batch is re-applied from the log on restart.
     pub async fn commit_grouped(
         &self,
         partition: u32,
         next_offset: u64,
-        records: Vec<OperationRecord>,
+        changes: Changes,
     ) -> Result<(), ProjectionError> {
-        self.committer.commit(partition, next_offset, records).await
+        self.committer.commit(partition, next_offset, changes).await
     }
 
-    /// Writes changed records and the partition's new applied offset in one atomic batch,
-    /// directly (for tests and tools that commit without the group committer).
-    pub fn commit<'a>(
-        &self,
-        partition: u32,
-        next_offset: u64,
-        records: impl IntoIterator<Item = &'a OperationRecord>,
-    ) -> Result<(), ProjectionError> {
-        let mut batch = sled::Batch::default();
-        for record in records {
-            batch.insert(&record_key(&record.id)[..], encode_record(record));
+    /// Up to `limit` operations in the operator queue, in id order.
+    pub fn queue(&self, limit: usize) -> Result<Vec<OperationRecord>, ProjectionError> {
+        let mut out = Vec::new();
+        for item in self.db.scan_prefix([PREFIX_QUEUE]).take(limit) {
+            let (key, _) = item?;
+            let id = <[u8; 16]>::try_from(&key[1..]).map_err(|_| ProjectionError::Corrupt {
+                what: "operator queue".into(),
+                reason: "queue key is not an operation id".into(),
+            })?;
+            if let Some(record) = self.get(&OperationId(id))? {
+                out.push(record);
+            }
         }
-        batch.insert(&applied_key(partition)[..], &next_offset.to_be_bytes()[..]);
-        self.db.apply_batch(batch)?;
-        Ok(())
+        Ok(out)
     }
 
     /// Every record, in operation id order (for the digest).
@@ -324,6 +334,13 @@ fn move_aside(dir: &Path) -> Result<(), ProjectionError> {
 pub(crate) fn record_key(id: &OperationId) -> [u8; 17] {
     let mut key = [0u8; 17];
     key[0] = PREFIX_RECORD;
+    key[1..].copy_from_slice(&id.0);
+    key
+}
+
+pub(crate) fn queue_key(id: &OperationId) -> [u8; 17] {
+    let mut key = [0u8; 17];
+    key[0] = PREFIX_QUEUE;
     key[1..].copy_from_slice(&id.0);
     key
 }

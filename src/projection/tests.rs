@@ -40,6 +40,44 @@ fn record(n: u8) -> OperationRecord {
     }
 }
 
+/// Commits through the group committer, as arbiters do.
+fn commit(p: &Projection, partition: u32, next: u64, records: Vec<OperationRecord>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let changes = Changes {
+        records,
+        queue: Vec::new(),
+    };
+    rt.block_on(p.commit_grouped(partition, next, changes))
+        .expect("commits");
+}
+
+#[test]
+fn given_queue_changes_when_committed_then_the_queue_lists_exactly_the_queued() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (p, _) = Projection::open(&dir.path().join("p"), 1 << 20, LOG).expect("opens");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let (a, b) = (record(1), record(2));
+    let changes = Changes {
+        records: vec![a.clone(), b.clone()],
+        queue: vec![(a.id, true), (b.id, true)],
+    };
+    rt.block_on(p.commit_grouped(0, 1, changes))
+        .expect("commits");
+    assert_eq!(p.queue(10).expect("reads").len(), 2);
+    assert_eq!(p.queue(1).expect("reads").len(), 1, "bounded by the limit");
+    let changes = Changes {
+        records: vec![],
+        queue: vec![(a.id, false)],
+    };
+    rt.block_on(p.commit_grouped(0, 2, changes))
+        .expect("commits");
+    assert_eq!(p.queue(10).expect("reads"), vec![b]);
+}
+
 #[test]
 fn given_a_commit_when_reopened_then_records_index_and_applied_offset_are_there() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -48,7 +86,7 @@ fn given_a_commit_when_reopened_then_records_index_and_applied_offset_are_there(
         let (p, reset) = Projection::open(&path, 1 << 20, LOG).expect("opens");
         assert_eq!(reset, Reset::Fresh);
         assert_eq!(p.applied(2).expect("reads"), 0);
-        p.commit(2, 17, [&record(5), &record(3)]).expect("commits");
+        commit(&p, 2, 17, vec![record(5), record(3)]);
         p.close_clean(&path).expect("closes clean");
     }
     let (p, reset) = Projection::open(&path, 1 << 20, LOG).expect("reopens");
@@ -69,7 +107,7 @@ fn given_a_projection_of_another_log_when_opened_then_it_is_moved_aside_and_empt
     let path = dir.path().join("projection");
     {
         let (p, _) = Projection::open(&path, 1 << 20, LOG).expect("opens");
-        p.commit(0, 1, [&record(1)]).expect("commits");
+        commit(&p, 0, 1, vec![record(1)]);
         p.close_clean(&path).expect("closes clean");
     }
     let other = LogIdentity {
@@ -97,7 +135,7 @@ fn given_a_projection_left_by_a_crash_when_opened_then_it_is_not_trusted() {
     let path = dir.path().join("projection");
     {
         let (p, _) = Projection::open(&path, 1 << 20, LOG).expect("opens");
-        p.commit(0, 1, [&record(1)]).expect("commits");
+        commit(&p, 0, 1, vec![record(1)]);
         p.flush()
             .expect("flushed, but never closed clean: as after kill -9");
     }
@@ -130,7 +168,7 @@ fn given_garbage_where_the_projection_should_be_when_opened_then_it_is_rebuilt()
     std::fs::write(path.join("db"), b"\x00\x01garbage").expect("writes");
     let (p, reset) = Projection::open(&path, 1 << 20, LOG).expect("opens");
     assert!(matches!(reset, Reset::Rebuilt { .. }), "{reset:?}");
-    p.commit(0, 1, [&record(1)]).expect("usable after rebuild");
+    commit(&p, 0, 1, vec![record(1)]);
 }
 
 #[test]

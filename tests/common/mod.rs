@@ -58,6 +58,15 @@ target = ["project"]
 body = ["title"]
 
 [[tool]]
+name = "messages.send"
+class = "unsafe"
+loss = "high"
+lease = "30s"
+[tool.fingerprint]
+recipient = ["to"]
+body = ["text"]
+
+[[tool]]
 name = "search.lookup"
 class = "read"
 loss = "low"

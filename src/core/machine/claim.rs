@@ -83,6 +83,7 @@ pub(super) fn again(record: &OperationRecord, claim: &Claim, at: u64) -> Outcome
                     record,
                     OpState::Manual {
                         cause: UnknownCause::LeaseLapsed,
+                        operator: None,
                     },
                     at,
                 ),

@@ -6,6 +6,7 @@
 //! duplicated one, or an auditor's replay.
 
 mod claim;
+mod operator;
 mod report;
 #[cfg(test)]
 mod tests;
@@ -61,6 +62,8 @@ pub fn apply(current: Option<&OperationRecord>, event: &LoggedEvent) -> Outcome 
         (EventBody::Completed(c), Some(record)) => report::complete(record, c, at),
         (EventBody::Failed(f), Some(record)) => report::fail(record, f, at),
         (EventBody::UnknownReported(by), Some(record)) => report::unknown(record, by, at),
+        (EventBody::TakenOver(by), Some(record)) => operator::take_over(record, by, at),
+        (EventBody::Resolved(r), Some(record)) => operator::resolve(record, r, at),
     }
 }
 

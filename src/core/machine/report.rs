@@ -42,7 +42,9 @@ pub(super) fn heartbeat(record: &OperationRecord, by: &Transition, at: u64) -> O
 fn settleable(state: &OpState) -> bool {
     matches!(
         state,
-        OpState::Processing { .. } | OpState::OutcomeUnknown { .. } | OpState::Manual { .. }
+        OpState::Processing { .. }
+            | OpState::OutcomeUnknown { .. }
+            | OpState::Manual { operator: None, .. }
     )
 }
 
@@ -141,7 +143,10 @@ pub(super) fn unknown(record: &OperationRecord, by: &Transition, at: u64) -> Out
                     cause: ReleaseCause::UnknownButReexecutable,
                 },
                 UnknownPolicy::Investigate => OpState::OutcomeUnknown { cause },
-                UnknownPolicy::Operator => OpState::Manual { cause },
+                UnknownPolicy::Operator => OpState::Manual {
+                    cause,
+                    operator: None,
+                },
             };
             Outcome::changed(advanced(record, state, at), Decision::Accepted)
         }

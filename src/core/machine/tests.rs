@@ -5,7 +5,7 @@ use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
 use crate::core::decision::{Decision, Rejection};
 use crate::core::event::{
     BusinessResult, Claim, Completion, Envelope, EventBody, Failure, FailureKind, LoggedEvent,
-    Transition,
+    OperatorAction, Resolution, ResolvedOutcome, Transition,
 };
 use crate::core::fingerprint::{Category, FINGERPRINT_VERSION, Fingerprint};
 use crate::core::key::{OperationId, ScopedHash};
@@ -271,7 +271,8 @@ fn given_a_lapsed_lease_of_an_unqueryable_tool_when_claimed_then_manual() {
         assert_eq!(
             s.state(),
             &OpState::Manual {
-                cause: UnknownCause::LeaseLapsed
+                cause: UnknownCause::LeaseLapsed,
+                operator: None,
             }
         );
         assert_eq!(s.when(LEASE + 6, s.claim("w3")), Decision::Manual);
@@ -507,6 +508,140 @@ fn given_the_same_history_when_folded_twice_then_records_and_decisions_are_equal
     assert_eq!(a.record, b.record);
 }
 
+fn take_over(operator: &str, version: Option<u64>) -> EventBody {
+    EventBody::TakenOver(OperatorAction {
+        operator: operator.into(),
+        expected_version: version,
+    })
+}
+
+fn resolve(operator: &str, outcome: ResolvedOutcome) -> EventBody {
+    EventBody::Resolved(Resolution {
+        by: OperatorAction {
+            operator: operator.into(),
+            expected_version: None,
+        },
+        outcome,
+    })
+}
+
+/// Given: an unsafe tool's lapsed lease met by another claim, so a person must decide.
+fn manual() -> Scenario {
+    let mut s = Scenario::new(terms(ToolClass::Unsafe, false));
+    s.when(0, s.claim("w1"));
+    assert_eq!(s.when(LEASE, s.claim("w2")), Decision::Manual);
+    s
+}
+
+#[test]
+fn given_manual_when_an_operator_takes_over_then_automation_can_no_longer_settle_it() {
+    let mut s = manual();
+    assert_eq!(
+        s.when(LEASE + 1, take_over("ops-1", Some(2))),
+        Decision::Accepted
+    );
+    assert_eq!(
+        s.state(),
+        &OpState::Manual {
+            cause: UnknownCause::LeaseLapsed,
+            operator: Some("ops-1".into())
+        }
+    );
+    assert_eq!(s.record().version, 3);
+    assert_eq!(
+        s.when(LEASE + 2, complete("w1", "late")),
+        Decision::Rejected(Rejection::NotRunning),
+        "R19: after a takeover the executor's report changes nothing"
+    );
+    assert_eq!(
+        s.when(LEASE + 3, take_over("ops-1", None)),
+        Decision::Unchanged
+    );
+    assert_eq!(
+        s.when(LEASE + 3, take_over("ops-2", None)),
+        Decision::Rejected(Rejection::TakenOverByAnother)
+    );
+    assert_eq!(s.when(LEASE + 4, s.claim("w3")), Decision::Manual);
+}
+
+#[test]
+fn given_taken_over_when_resolved_completed_then_claims_replay_the_operators_result() {
+    let mut s = manual();
+    s.when(LEASE + 1, take_over("ops-1", None));
+    assert_eq!(
+        s.when(
+            LEASE + 2,
+            resolve("ops-2", ResolvedOutcome::Completed(result("x")))
+        ),
+        Decision::Rejected(Rejection::TakenOverByAnother)
+    );
+    let found = resolve("ops-1", ResolvedOutcome::Completed(result("ch_9")));
+    assert_eq!(s.when(LEASE + 3, found.clone()), Decision::Accepted);
+    assert_eq!(s.when(LEASE + 4, found), Decision::Unchanged);
+    assert_eq!(s.when(LEASE + 5, s.claim("w3")), Decision::Replay);
+    assert_eq!(
+        s.when(LEASE + 6, resolve("ops-1", ResolvedOutcome::NotExecuted)),
+        Decision::Rejected(Rejection::AlreadyFinished)
+    );
+}
+
+#[test]
+fn given_taken_over_when_resolved_not_executed_then_the_key_is_released_for_a_retry() {
+    let mut s = manual();
+    s.when(LEASE + 1, take_over("ops-1", None));
+    assert_eq!(
+        s.when(LEASE + 2, resolve("ops-1", ResolvedOutcome::NotExecuted)),
+        Decision::Accepted
+    );
+    assert_eq!(
+        s.state(),
+        &OpState::Released {
+            cause: ReleaseCause::OperatorNotExecuted {
+                operator: "ops-1".into()
+            }
+        }
+    );
+    assert_eq!(s.when(LEASE + 3, s.claim("w3")), Decision::Execute);
+}
+
+#[test]
+fn given_nothing_to_settle_when_an_operator_acts_then_rejected_with_the_reason() {
+    let mut s = Scenario::claimed();
+    assert_eq!(
+        s.when(10, take_over("ops-1", None)),
+        Decision::Rejected(Rejection::NothingToTakeOver),
+        "a live lease belongs to its executor"
+    );
+    assert_eq!(
+        s.when(10, resolve("ops-1", ResolvedOutcome::NotExecuted)),
+        Decision::Rejected(Rejection::NotTakenOver)
+    );
+    assert_eq!(
+        s.when(LEASE, take_over("ops-1", Some(9))),
+        Decision::Rejected(Rejection::StaleVersion {
+            expected: 9,
+            current: 1
+        })
+    );
+    assert_eq!(
+        s.when(LEASE, take_over("ops-1", Some(1))),
+        Decision::Accepted,
+        "a lapsed lease may be taken over"
+    );
+    let mut done = Scenario::claimed();
+    done.when(5, complete("w1", "r"));
+    assert_eq!(
+        done.when(6, take_over("ops-1", None)),
+        Decision::Rejected(Rejection::AlreadyFinished)
+    );
+    let mut released = Scenario::claimed();
+    released.when(5, fail("w1", FailureKind::NotAccepted, "busy"));
+    assert_eq!(
+        released.when(6, take_over("ops-1", None)),
+        Decision::Rejected(Rejection::NothingToTakeOver)
+    );
+}
+
 mod model {
     //! Random histories against the invariants every history must keep (printed seed on
     //! failure by proptest).
@@ -536,7 +671,22 @@ mod model {
                 },
                 code: "c".into(),
             }),
-            _ => EventBody::UnknownReported(by(holder, version)),
+            5 => EventBody::UnknownReported(by(holder, version)),
+            6 => EventBody::TakenOver(OperatorAction {
+                operator: holder.into(),
+                expected_version: version,
+            }),
+            _ => EventBody::Resolved(Resolution {
+                by: OperatorAction {
+                    operator: holder.into(),
+                    expected_version: version,
+                },
+                outcome: if amount == 0 {
+                    ResolvedOutcome::NotExecuted
+                } else {
+                    ResolvedOutcome::Completed(result(&format!("op-{holder}")))
+                },
+            }),
         }
     }
 
@@ -545,7 +695,7 @@ mod model {
         fn every_history_keeps_the_invariants(
             class in prop_oneof![Just(ToolClass::Natural), Just(ToolClass::Keyed), Just(ToolClass::Unsafe)],
             queryable in any::<bool>(),
-            steps in proptest::collection::vec((0u8..6, 0usize..3, 0u64..700, 0u8..2, proptest::option::of(0u64..4)), 1..80),
+            steps in proptest::collection::vec((0u8..8, 0usize..3, 0u64..700, 0u8..2, proptest::option::of(0u64..4)), 1..80),
         ) {
             let t = terms(class, queryable);
             let holders = ["w0", "w1", "w2"];

@@ -1,0 +1,139 @@
+//! Manual reconciliation through the real binary (R18, R19): the operator queue, takeover,
+//! resolution, and that automation cannot touch a taken-over operation.
+
+mod common;
+
+use common::{Server, TOKEN_A, TOKEN_B};
+use serde_json::{Value, json};
+
+const SECRET_TEXT: &str = "SECRET-MESSAGE-TEXT-41c9";
+
+fn message(holder: &str) -> Value {
+    json!({"tool": "messages.send", "holder": holder,
+           "request": {"to": "+15550100", "text": SECRET_TEXT}})
+}
+
+/// Claims a message and has its executor report `unknown`: an unsafe, high-loss tool goes to a
+/// person. Returns the operation id.
+async fn unknown_message(server: &Server, key: &str) -> String {
+    let (s, c) = server.claim(TOKEN_A, key, message("w1")).await;
+    assert_eq!(s, 201, "{c}");
+    let id = c["operation_id"].as_str().expect("id").to_owned();
+    let (s, b) = server
+        .post(
+            TOKEN_A,
+            &format!("/v1/operations/{id}/unknown"),
+            json!({"holder": "w1"}),
+        )
+        .await;
+    assert_eq!((s, b["state"].as_str()), (200, Some("manual")), "{b}");
+    id
+}
+
+#[tokio::test]
+async fn an_operator_takes_over_and_resolves_what_nobody_else_can() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path());
+    let id = unknown_message(&server, "msg-1").await;
+
+    let (s, b) = server.get(TOKEN_B, "/v1/reconciliation").await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (403, Some("forbidden")),
+        "operator role needed"
+    );
+    let (s, queue) = server.get(TOKEN_A, "/v1/reconciliation").await;
+    assert_eq!((s, queue["count"].as_u64()), (200, Some(1)), "{queue}");
+    let item = &queue["items"][0];
+    assert_eq!(item["operation_id"], id.as_str());
+    assert_eq!(item["target"]["tool"], "messages.send");
+    assert_eq!(
+        item["target"]["fingerprint_categories"],
+        json!(["recipient", "body"])
+    );
+    assert!(
+        item["requested_at"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z'))
+    );
+    assert!(item["guidance"].as_str().is_some_and(|g| g.contains(&id)));
+    assert!(
+        !queue.to_string().contains(SECRET_TEXT),
+        "no request values: {queue}"
+    );
+
+    let resolve_path = format!("/v1/operations/{id}/resolve");
+    let resolve = |outcome: Value| server.post(TOKEN_A, &resolve_path, outcome);
+    let found =
+        json!({"outcome": "completed", "result": {"resource_ref": "msg-77", "status": 200}});
+    let (s, b) = resolve(found.clone()).await;
+    assert_eq!(
+        (s, b["rejection"]["code"].as_str()),
+        (409, Some("not_taken_over")),
+        "{b}"
+    );
+
+    let takeover = format!("{}/v1/operations/{id}/takeover", server.base);
+    let (s, b) = common::send(server.raw().post(&takeover).bearer_auth(TOKEN_A)).await;
+    assert_eq!(
+        (s, b["taken_over_by"].as_str()),
+        (200, Some("agent-a")),
+        "empty body is fine: {b}"
+    );
+    let (s, b) = server.complete(TOKEN_A, &id, "w1", "late").await;
+    assert_eq!(
+        (s, b["rejection"]["code"].as_str()),
+        (409, Some("not_running")),
+        "R19: {b}"
+    );
+    let (s, b) = server.claim(TOKEN_A, "msg-1", message("w2")).await;
+    assert_eq!((s, b["decision"].as_str()), (409, Some("manual")));
+
+    let (s, b) = resolve(json!({"outcome": "completed"})).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (400, Some("invalid_body"))
+    );
+    let (s, b) = resolve(found).await;
+    assert_eq!((s, b["state"].as_str()), (200, Some("completed")), "{b}");
+    let (s, b) = server.claim(TOKEN_A, "msg-1", message("w2")).await;
+    assert_eq!(
+        (s, b["result"]["resource_ref"].as_str()),
+        (200, Some("msg-77"))
+    );
+    let (_, queue) = server.get(TOKEN_A, "/v1/reconciliation").await;
+    assert_eq!(queue["count"], 0, "{queue}");
+
+    // Not executed: the key is released and the agent may run it again under the same id.
+    let other = unknown_message(&server, "msg-2").await;
+    server
+        .post(
+            TOKEN_A,
+            &format!("/v1/operations/{other}/takeover"),
+            json!({}),
+        )
+        .await;
+    let (s, b) = server
+        .post(
+            TOKEN_A,
+            &format!("/v1/operations/{other}/resolve"),
+            json!({"outcome": "not_executed"}),
+        )
+        .await;
+    assert_eq!(
+        (s, b["released_because"].as_str()),
+        (200, Some("operator_not_executed")),
+        "{b}"
+    );
+    let (s, b) = server.claim(TOKEN_A, "msg-2", message("w3")).await;
+    assert_eq!(
+        (s, b["decision"].as_str(), b["operation_id"].as_str()),
+        (201, Some("execute"), Some(other.as_str()))
+    );
+
+    let audit = server.cli_json("audit");
+    assert_eq!(audit["events_by_type"]["taken_over"], 2, "{audit}");
+    // Three: the one refused before the takeover is on the log too (decided by the arbiter).
+    assert_eq!(audit["events_by_type"]["resolved"], 3, "{audit}");
+    server.stop();
+}
