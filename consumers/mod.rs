@@ -3,3 +3,4 @@
 //! this folder as they are built; they act only by appending events.)
 
 pub mod audit;
+pub mod metrics;

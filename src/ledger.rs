@@ -6,6 +6,7 @@
 
 use crate::arbiter::replies::{Answer, Replies};
 use crate::config::Principal;
+use crate::consumers::metrics::Metrics;
 use crate::core::contract::ToolContract;
 use crate::core::event::{
     self, BusinessResult, Claim, Completion, Envelope, EventBody, Failure, FailureKind,
@@ -19,7 +20,7 @@ use crate::log::model::{EventLog, NewRecord, partition_for};
 use crate::projection::{Projection, ProjectionError};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a caller waits for the arbiter's decision after its event is durable.
 pub const DECISION_WAIT_DEFAULT: Duration = Duration::from_secs(10);
@@ -133,6 +134,7 @@ pub struct Ledger<L: EventLog> {
     replies: Arc<Replies>,
     tools: Arc<HashMap<String, ToolContract>>,
     decision_wait: Duration,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl<L: EventLog> Ledger<L> {
@@ -149,7 +151,14 @@ impl<L: EventLog> Ledger<L> {
             replies,
             tools: Arc::new(tools),
             decision_wait: DECISION_WAIT_DEFAULT,
+            metrics: None,
         }
+    }
+
+    /// Records claim latencies in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The tool contracts.
@@ -188,9 +197,13 @@ impl<L: EventLog> Ledger<L> {
             parent: parent.map(|(id, _)| id),
             terms: contract.terms(),
         });
-        self.submit(scope, body)
-            .await
-            .map(|a| Claimed::Decided(Box::new(a)))
+        let started = Instant::now();
+        let answer = self.submit(scope, body).await?;
+        if let Some(metrics) = &self.metrics {
+            let seconds = started.elapsed().as_secs_f64();
+            metrics.claim_latency(contract.class, answer.decision.code(), seconds);
+        }
+        Ok(Claimed::Decided(Box::new(answer)))
     }
 
     /// The parent operation of a sub-key claim and its result reference, which enters the

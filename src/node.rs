@@ -4,6 +4,7 @@
 use crate::arbiter::replies::Replies;
 use crate::arbiter::{Arbiter, ArbiterError};
 use crate::config::{Backend, Config};
+use crate::consumers::metrics::Metrics;
 use crate::core::digest::StateDigest;
 use crate::ledger::Ledger;
 use crate::log::embedded::{EmbeddedLog, EmbeddedOptions};
@@ -58,6 +59,8 @@ pub struct Progress {
 pub struct Node {
     /// The ledger service.
     pub ledger: Arc<Ledger<EmbeddedLog>>,
+    /// The metrics consumer's counters.
+    pub metrics: Arc<Metrics>,
     log: Arc<EmbeddedLog>,
     projection: Projection,
     projection_dir: PathBuf,
@@ -121,18 +124,23 @@ impl Node {
         let replies = Arc::new(Replies::new());
         let arbiters = catch_up_all(&log, &projection, &replies, &mut progress).await?;
         let (stop, stopped) = watch::channel(false);
+        let metrics = Arc::new(Metrics::new());
         let mut tasks = JoinSet::new();
         for arbiter in arbiters {
-            tasks.spawn(arbiter.run(stopped.clone()));
+            tasks.spawn(arbiter.with_observer(metrics.clone()).run(stopped.clone()));
         }
-        let ledger = Arc::new(Ledger::new(
-            log.clone(),
-            projection.clone(),
-            replies,
-            config.tools.clone(),
-        ));
+        let ledger = Arc::new(
+            Ledger::new(
+                log.clone(),
+                projection.clone(),
+                replies,
+                config.tools.clone(),
+            )
+            .with_metrics(metrics.clone()),
+        );
         Ok(Self {
             ledger,
+            metrics,
             log,
             projection,
             projection_dir: projection_dir(config),

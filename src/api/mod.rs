@@ -32,12 +32,15 @@ pub struct ApiState<L: EventLog> {
     pub principals: HashMap<[u8; 32], Principal>,
     /// Largest accepted body.
     pub body_bytes_max: usize,
+    /// The metrics consumer's counters, served on `/metrics`.
+    pub metrics: Arc<crate::consumers::metrics::Metrics>,
 }
 
 /// The router of the v1 API.
 pub fn router<L: EventLog>(state: Arc<ApiState<L>>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics::<L>))
         .route("/v1/operations", post(claim::<L>))
         .route("/v1/operations/{id}", get(read::<L>))
         .route("/v1/operations/{id}/heartbeat", post(heartbeat::<L>))
@@ -431,4 +434,17 @@ async fn resolve<L: EventLog>(
         .operate(principal, operation_id(&id)?, command)
         .await?;
     Ok(render_answer(principal, &answer))
+}
+
+/// Prometheus scrapes this without a token: its labels are fixed words, never keys, bodies or
+/// principals (R7).
+async fn metrics<L: EventLog>(State(state): State<Arc<ApiState<L>>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+        .into_response()
 }

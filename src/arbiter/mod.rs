@@ -9,10 +9,12 @@
 
 pub mod replies;
 
+use crate::core::contract::ToolClass;
 use crate::core::event::{self, LoggedEvent, ReplyTo};
 use crate::core::key::OperationId;
 use crate::core::machine;
 use crate::core::operation::{OpState, OperationRecord};
+use crate::core::outcome::{OutcomeKind, classify};
 use crate::log::model::{EventLog, LogError, LogRecord};
 use crate::projection::{Changes, Projection, ProjectionError};
 use replies::{Answer, Replies};
@@ -64,6 +66,23 @@ pub enum ArbiterError {
     },
 }
 
+/// What one applied event meant, for consumers of the decision feed (metrics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Observed {
+    /// The tool's class.
+    pub class: ToolClass,
+    /// The outcome kind.
+    pub kind: OutcomeKind,
+}
+
+/// Receives what every committed batch meant, before its callers are answered — so a caller
+/// that has its answer can already see it counted. Must be quick and must not block: it runs on
+/// the arbiter's task (the metrics consumer only increments counters).
+pub trait Observer: Send + Sync {
+    /// One committed batch's observations.
+    fn observe(&self, batch: &[Observed]);
+}
+
 /// One partition's arbiter.
 pub struct Arbiter<L: EventLog> {
     partition: u32,
@@ -71,6 +90,7 @@ pub struct Arbiter<L: EventLog> {
     projection: Projection,
     replies: Arc<Replies>,
     next: u64,
+    observer: Option<Arc<dyn Observer>>,
 }
 
 impl<L: EventLog> Arbiter<L> {
@@ -90,7 +110,14 @@ impl<L: EventLog> Arbiter<L> {
             projection,
             replies,
             next,
+            observer: None,
         })
+    }
+
+    /// Tells `observer` what each committed event meant.
+    pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// The next offset this arbiter will apply.
@@ -149,6 +176,11 @@ impl<L: EventLog> Arbiter<L> {
             .await
             .map_err(|source| ArbiterError::Projection { partition, source })?;
         self.next = next;
+        if let Some(observer) = &self.observer
+            && !applied.observed.is_empty()
+        {
+            observer.observe(&applied.observed);
+        }
         for (to, answer) in applied.answers {
             self.replies.deliver(to, answer);
         }
@@ -160,6 +192,7 @@ impl<L: EventLog> Arbiter<L> {
 struct Applied {
     changes: Changes,
     answers: Vec<(ReplyTo, Answer)>,
+    observed: Vec<Observed>,
 }
 
 /// Whether an operation belongs in the operator queue (`GET /v1/reconciliation`).
@@ -180,6 +213,7 @@ fn apply_batch(
     // Queue membership of each touched operation before the batch, to update the queue index.
     let mut queued_before: HashMap<OperationId, bool> = HashMap::new();
     let mut answers = Vec::new();
+    let mut observed = Vec::new();
     for (i, record) in records.iter().enumerate() {
         let offset = next + i as u64;
         // The log promises dense, in-order offsets; applying out of order would be silent chaos.
@@ -224,8 +258,20 @@ fn apply_batch(
                 changed.insert(id, next_record.clone());
                 Some(next_record)
             }
-            None => current,
+            None => current.clone(),
         };
+        let kind = classify(
+            current.as_ref(),
+            &logged.envelope.body,
+            &outcome.decision,
+            after.as_ref(),
+        );
+        if let (Some(kind), Some(r)) = (kind, after.as_ref()) {
+            observed.push(Observed {
+                class: r.terms.class,
+                kind,
+            });
+        }
         if let Some(to) = logged.envelope.reply_to {
             answers.push((
                 to,
@@ -249,6 +295,7 @@ fn apply_batch(
             queue,
         },
         answers,
+        observed,
     })
 }
 

@@ -28,6 +28,7 @@ pub fn run(args: &ConfigArgs, listen: Option<SocketAddr>) -> anyhow::Result<()> 
             ledger: node.ledger.clone(),
             principals: config.principals_by_token.clone(),
             body_bytes_max: config.body_bytes_max,
+            metrics: node.metrics.clone(),
         });
         if let Some(token) = &dev_token {
             print_dev_banner(addr, token, &config.data_dir);

@@ -12,3 +12,4 @@ pub mod input;
 pub mod key;
 pub mod machine;
 pub mod operation;
+pub mod outcome;

@@ -642,6 +642,28 @@ fn given_nothing_to_settle_when_an_operator_acts_then_rejected_with_the_reason()
     );
 }
 
+/// `classify` (metrics outcome kinds) over a released operation executed again.
+#[test]
+fn given_a_release_when_claimed_again_then_the_outcome_is_a_reexecution() {
+    use crate::core::outcome::{OutcomeKind, classify};
+    let mut s = Scenario::claimed();
+    s.when(5, fail("w1", FailureKind::NotAccepted, "busy"));
+    let before = s.record.clone();
+    let claim = s.claim("w2");
+    let decision = s.when(6, claim.clone());
+    let kind = classify(before.as_ref(), &claim, &decision, s.record.as_ref());
+    assert_eq!(kind, Some(OutcomeKind::Reexecution));
+    let renew = s.claim("w2");
+    let before = s.record.clone();
+    let decision = s.when(7, renew.clone());
+    assert_eq!(decision, Decision::Execute);
+    assert_eq!(
+        classify(before.as_ref(), &renew, &decision, s.record.as_ref()),
+        None,
+        "a renewal by the same holder is no new execution"
+    );
+}
+
 mod model {
     //! Random histories against the invariants every history must keep (printed seed on
     //! failure by proptest).

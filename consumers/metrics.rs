@@ -1,0 +1,105 @@
+//! The metrics consumer (R30): counts what the log's events meant, per tool class and outcome
+//! kind — first execution, re-execution, replay, fingerprint conflict, in progress, unknown
+//! outcome, manual takeover, rejected — and keeps claim latency histograms; rendered in the
+//! Prometheus text format on `GET /metrics`.
+//!
+//! It observes the arbiters' decisions as each batch commits — derived from the log, since
+//! decisions are a pure function of it — and never writes anything. Label values are fixed words (tool class, outcome,
+//! decision code): no key, body, token or principal ever becomes a label (R7).
+
+use crate::arbiter::{Observed, Observer};
+use crate::core::contract::ToolClass;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// Claim latency buckets, in seconds: 0.5 ms to 5 s.
+const LATENCY_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    class: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LatencyLabels {
+    class: &'static str,
+    decision: &'static str,
+}
+
+/// The registry and the metric families.
+pub struct Metrics {
+    registry: Registry,
+    outcomes: Family<OutcomeLabels, Counter>,
+    claim_seconds: Family<LatencyLabels, Histogram, fn() -> Histogram>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Empty metrics, registered.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("opledger");
+        let outcomes = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "outcomes",
+            "Applied events by tool class and what they meant",
+            outcomes.clone(),
+        );
+        let claim_seconds: Family<LatencyLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS));
+        registry.register(
+            "claim_seconds",
+            "Claim latency from request to durable decision, by tool class and decision",
+            claim_seconds.clone(),
+        );
+        Self {
+            registry,
+            outcomes,
+            claim_seconds,
+        }
+    }
+
+    /// Counts one applied event.
+    pub fn count(&self, o: &Observed) {
+        self.outcomes
+            .get_or_create(&OutcomeLabels {
+                class: o.class.as_str(),
+                outcome: o.kind.as_str(),
+            })
+            .inc();
+    }
+
+    /// Records a claim's latency.
+    pub fn claim_latency(&self, class: ToolClass, decision: &'static str, seconds: f64) {
+        self.claim_seconds
+            .get_or_create(&LatencyLabels {
+                class: class.as_str(),
+                decision,
+            })
+            .observe(seconds);
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+impl Observer for Metrics {
+    fn observe(&self, batch: &[Observed]) {
+        batch.iter().for_each(|o| self.count(o));
+    }
+}

@@ -1,0 +1,92 @@
+//! `/metrics` through the real binary (R30): outcome counters per tool class, claim latency
+//! histograms, and nothing secret in any label.
+
+mod common;
+
+use common::{Server, TOKEN_A, charge, send};
+use serde_json::json;
+
+const SECRET_KEY: &str = "METRICS-SECRET-KEY-9f2";
+
+/// The value of one sample line, e.g. `opledger_outcomes_total{class="keyed",outcome="replay"}`.
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+        .find(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn metrics_count_each_outcome_kind_per_class_without_secrets() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path());
+    let (_, c) = server
+        .claim(TOKEN_A, SECRET_KEY, charge("w1", "5", "c"))
+        .await;
+    let id = c["operation_id"].as_str().expect("id").to_owned();
+    server
+        .claim(TOKEN_A, SECRET_KEY, charge("w2", "5", "c"))
+        .await; // in progress
+    server
+        .claim(TOKEN_A, SECRET_KEY, charge("w2", "6", "c"))
+        .await; // conflict
+    server.complete(TOKEN_A, &id, "w1", "ch_1").await;
+    server
+        .claim(TOKEN_A, SECRET_KEY, charge("w3", "5", "c"))
+        .await; // replay
+    server
+        .claim(TOKEN_A, SECRET_KEY, charge("w3", "5", "c"))
+        .await; // replay
+    server.complete(TOKEN_A, &id, "w2", "x").await; // rejected: not the holder
+
+    let msg = json!({"tool": "messages.send", "holder": "w1", "request": {"to": "a", "text": "b"}});
+    let (_, m) = server.claim(TOKEN_A, "msg", msg).await;
+    let mid = m["operation_id"].as_str().expect("id").to_owned();
+    server
+        .post(
+            TOKEN_A,
+            &format!("/v1/operations/{mid}/unknown"),
+            json!({"holder": "w1"}),
+        )
+        .await;
+    server
+        .post(
+            TOKEN_A,
+            &format!("/v1/operations/{mid}/takeover"),
+            json!({}),
+        )
+        .await;
+
+    let (status, body) = send(server.raw().get(format!("{}/metrics", server.base))).await;
+    assert_eq!(status, 200, "no token needed to scrape");
+    let text = body.as_str().expect("text").to_owned();
+    let outcome = |class: &str, outcome: &str| {
+        sample(
+            &text,
+            "opledger_outcomes_total",
+            &[("class", class), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(outcome("keyed", "first_execution"), 1.0, "{text}");
+    assert_eq!(outcome("keyed", "in_progress"), 1.0);
+    assert_eq!(outcome("keyed", "fingerprint_conflict"), 1.0);
+    assert_eq!(outcome("keyed", "replay"), 2.0);
+    assert_eq!(outcome("keyed", "rejected"), 1.0);
+    assert_eq!(outcome("unsafe", "first_execution"), 1.0);
+    assert_eq!(outcome("unsafe", "unknown_outcome"), 1.0);
+    assert_eq!(outcome("unsafe", "manual_takeover"), 1.0);
+    let claims = sample(
+        &text,
+        "opledger_claim_seconds_count",
+        &[("class", "keyed"), ("decision", "replay")],
+    );
+    assert_eq!(claims, 2.0, "{text}");
+    assert!(!text.contains(SECRET_KEY) && !text.contains("agent-a") && !text.contains(TOKEN_A));
+    server.stop();
+}
