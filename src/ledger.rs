@@ -173,7 +173,8 @@ impl<L: EventLog> Ledger<L> {
         input: ClaimInput<'_>,
     ) -> Result<Claimed, LedgerError> {
         let contract = self.tools.get(input.tool).ok_or(LedgerError::UnknownTool)?;
-        if !principal.may_use(input.tool) {
+        let allowed = principal.may_use(input.tool);
+        if !allowed && !contract.is_recorded() {
             return Err(LedgerError::ToolNotAllowed);
         }
         if !contract.is_recorded() {
@@ -189,6 +190,11 @@ impl<L: EventLog> Ledger<L> {
         let fingerprint =
             fingerprint::fingerprint_v1(&contract.fingerprint, input.request, upstream_ref)?;
         let scope = ScopedHash::of(&principal.id, input.tool, &key);
+        if !allowed {
+            // A revoked grant never starts anything; it may still learn that its own finished
+            // operation completed, without the result (R20; the answer withholds it).
+            return self.replay_without_grant(scope, &fingerprint);
+        }
         let body = EventBody::Claimed(Claim {
             principal: principal.id.clone(),
             tool: input.tool.to_owned(),
@@ -204,6 +210,30 @@ impl<L: EventLog> Ledger<L> {
             metrics.claim_latency(contract.class, answer.decision.code(), seconds);
         }
         Ok(Claimed::Decided(Box::new(answer)))
+    }
+
+    /// The answer to a claim whose principal lost its grant to the tool: a replay of its own
+    /// finished operation (rendered without the result), nothing else. Nothing is appended.
+    fn replay_without_grant(
+        &self,
+        scope: ScopedHash,
+        fingerprint: &crate::core::fingerprint::Fingerprint,
+    ) -> Result<Claimed, LedgerError> {
+        match self.projection.get(&OperationId::for_scope(&scope))? {
+            Some(record)
+                if record.state.is_terminal()
+                    && record
+                        .fingerprint
+                        .differing_categories(fingerprint)
+                        .is_empty() =>
+            {
+                Ok(Claimed::Decided(Box::new(Answer {
+                    decision: crate::core::decision::Decision::Replay,
+                    record: Some(record),
+                })))
+            }
+            _ => Err(LedgerError::ToolNotAllowed),
+        }
     }
 
     /// The parent operation of a sub-key claim and its result reference, which enters the

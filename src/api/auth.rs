@@ -5,12 +5,54 @@ use super::error::ApiError;
 use crate::config::{Principal, Role, token_hash};
 use axum::http::{HeaderMap, StatusCode, header};
 use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+/// The principals a node knows, by token hash; replaced whole when the config is reloaded
+/// (SIGHUP or `POST /v1/admin/reload`), so revoked grants apply to the next request (R20).
+pub struct Principals {
+    current: RwLock<Arc<HashMap<[u8; 32], Arc<Principal>>>>,
+}
+
+impl Principals {
+    /// The principals of a config.
+    pub fn new(by_token: &HashMap<[u8; 32], Principal>) -> Self {
+        Self {
+            current: RwLock::new(Arc::new(Self::share(by_token))),
+        }
+    }
+
+    fn share(by_token: &HashMap<[u8; 32], Principal>) -> HashMap<[u8; 32], Arc<Principal>> {
+        by_token
+            .iter()
+            .map(|(hash, p)| (*hash, Arc::new(p.clone())))
+            .collect()
+    }
+
+    /// Replaces every principal at once; returns how many there are now.
+    pub fn replace(&self, by_token: &HashMap<[u8; 32], Principal>) -> usize {
+        let next = Arc::new(Self::share(by_token));
+        let count = next.len();
+        *self
+            .current
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = next;
+        count
+    }
+
+    fn get(&self, hash: &[u8; 32]) -> Option<Arc<Principal>> {
+        self.current
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(hash)
+            .cloned()
+    }
+}
 
 /// Finds the principal of a request's `Authorization: Bearer` token.
-pub fn authenticate<'a>(
-    principals: &'a HashMap<[u8; 32], Principal>,
+pub fn authenticate(
+    principals: &Principals,
     headers: &HeaderMap,
-) -> Result<&'a Principal, ApiError> {
+) -> Result<Arc<Principal>, ApiError> {
     let unauthenticated = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", m);
     let value = headers
         .get(header::AUTHORIZATION)

@@ -21,15 +21,17 @@ use axum::routing::{get, post};
 use error::ApiError;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// What every handler shares.
 pub struct ApiState<L: EventLog> {
     /// The ledger.
     pub ledger: Arc<Ledger<L>>,
-    /// Principals by token hash.
-    pub principals: HashMap<[u8; 32], Principal>,
+    /// Principals by token hash, reloadable.
+    pub principals: auth::Principals,
+    /// The config file principals are reloaded from (`None` for the development default).
+    pub config_path: Option<std::path::PathBuf>,
     /// Largest accepted body.
     pub body_bytes_max: usize,
     /// The metrics consumer's counters, served on `/metrics`.
@@ -50,8 +52,62 @@ pub fn router<L: EventLog>(state: Arc<ApiState<L>>) -> Router {
         .route("/v1/operations/{id}/takeover", post(take_over::<L>))
         .route("/v1/operations/{id}/resolve", post(resolve::<L>))
         .route("/v1/reconciliation", get(reconciliation::<L>))
+        .route("/v1/admin/reload", post(reload::<L>))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such endpoint") })
+        .layer(axum::middleware::from_fn(echo_trace))
         .with_state(state)
+}
+
+/// Longest trace header echoed back.
+const TRACE_HEADER_BYTES_MAX: usize = 256;
+
+/// Replays keep the original business result but carry today's envelope (R23): the caller's
+/// `traceparent` / `x-request-id` of this request is echoed on the answer, whatever it replays.
+async fn echo_trace(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let trace: Vec<(header::HeaderName, header::HeaderValue)> = ["traceparent", "x-request-id"]
+        .into_iter()
+        .filter_map(|name| {
+            let value = request.headers().get(name)?;
+            let ok = value.len() <= TRACE_HEADER_BYTES_MAX
+                && value.as_bytes().iter().all(|b| (0x21..=0x7e).contains(b));
+            ok.then(|| (header::HeaderName::from_static(name), value.clone()))
+        })
+        .collect();
+    let mut response = next.run(request).await;
+    for (name, value) in trace {
+        response.headers_mut().insert(name, value);
+    }
+    response
+}
+
+/// Reloads principals (grants and tokens) from the config file; the next request sees them.
+/// Tool contracts are not reloaded (they travel in claim events; change them with a restart).
+pub fn reload_principals<L: EventLog>(state: &ApiState<L>) -> Result<usize, ApiError> {
+    let path = state.config_path.as_ref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "no_config_file",
+            "this node runs the development default; there is no config file to reload",
+        )
+    })?;
+    let config = crate::config::Config::load(path)
+        .map_err(|e| ApiError::bad_request("invalid_config", e.to_string()))?;
+    let count = state.principals.replace(&config.principals_by_token);
+    tracing::info!(
+        principals = count,
+        "config reloaded: principals and grants replaced"
+    );
+    Ok(count)
+}
+
+async fn reload<L: EventLog>(
+    State(state): State<Arc<ApiState<L>>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    operator(&state, &headers)?;
+    let count = reload_principals(&state)?;
+    let body = serde_json::json!({ "reloaded": true, "principals": count });
+    Ok((StatusCode::OK, axum::Json(body)).into_response())
 }
 
 /// Reads the body up to the configured bound and parses it as JSON of the expected shape.
@@ -124,12 +180,12 @@ fn rejects_oversize(headers: &HeaderMap, max: usize) -> Result<(), ApiError> {
     }
 }
 
-fn agent<'a, L: EventLog>(
-    state: &'a ApiState<L>,
+fn agent<L: EventLog>(
+    state: &ApiState<L>,
     headers: &HeaderMap,
-) -> Result<&'a Principal, ApiError> {
+) -> Result<Arc<Principal>, ApiError> {
     let principal = auth::authenticate(&state.principals, headers)?;
-    auth::require(principal, Role::Agent)?;
+    auth::require(&principal, Role::Agent)?;
     Ok(principal)
 }
 
@@ -168,7 +224,7 @@ async fn claim<L: EventLog>(
     let claimed = state
         .ledger
         .claim(
-            principal,
+            &principal,
             ClaimInput {
                 tool: &body.tool,
                 key,
@@ -188,7 +244,7 @@ async fn claim<L: EventLog>(
             })),
         )
             .into_response(),
-        Claimed::Decided(answer) => render_answer(principal, &answer),
+        Claimed::Decided(answer) => render_answer(&principal, &answer),
     })
 }
 
@@ -198,8 +254,8 @@ async fn read<L: EventLog>(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let principal = auth::authenticate(&state.principals, &headers)?;
-    let record = state.ledger.get(principal, operation_id(&id)?)?;
-    Ok(render_record(principal, &record))
+    let record = state.ledger.get(&principal, operation_id(&id)?)?;
+    Ok(render_record(&principal, &record))
 }
 
 #[derive(Deserialize)]
@@ -273,7 +329,7 @@ async fn heartbeat<L: EventLog>(
     let b: HolderBody = json_body(body, state.body_bytes_max).await?;
     report(
         &state,
-        principal,
+        &principal,
         &id,
         &b.holder,
         b.expected_version,
@@ -292,7 +348,7 @@ async fn unknown<L: EventLog>(
     let b: HolderBody = json_body(body, state.body_bytes_max).await?;
     report(
         &state,
-        principal,
+        &principal,
         &id,
         &b.holder,
         b.expected_version,
@@ -316,7 +372,7 @@ async fn complete<L: EventLog>(
         headers: b.result.headers,
     };
     let r = Report::Complete(result);
-    report(&state, principal, &id, &b.holder, b.expected_version, r).await
+    report(&state, &principal, &id, &b.holder, b.expected_version, r).await
 }
 
 async fn fail<L: EventLog>(
@@ -332,18 +388,18 @@ async fn fail<L: EventLog>(
         FailKindBody::NotAccepted => FailureKind::NotAccepted,
     };
     let r = Report::Fail { kind, code: b.code };
-    report(&state, principal, &id, &b.holder, b.expected_version, r).await
+    report(&state, &principal, &id, &b.holder, b.expected_version, r).await
 }
 
 /// Most entries `GET /v1/reconciliation` returns.
 pub const RECONCILIATION_ITEMS_MAX: usize = 1000;
 
-fn operator<'a, L: EventLog>(
-    state: &'a ApiState<L>,
+fn operator<L: EventLog>(
+    state: &ApiState<L>,
     headers: &HeaderMap,
-) -> Result<&'a Principal, ApiError> {
+) -> Result<Arc<Principal>, ApiError> {
     let principal = auth::authenticate(&state.principals, headers)?;
-    auth::require(principal, Role::Operator)?;
+    auth::require(&principal, Role::Operator)?;
     Ok(principal)
 }
 
@@ -377,9 +433,9 @@ async fn take_over<L: EventLog>(
     };
     let answer = state
         .ledger
-        .operate(principal, operation_id(&id)?, command)
+        .operate(&principal, operation_id(&id)?, command)
         .await?;
-    Ok(render_answer(principal, &answer))
+    Ok(render_answer(&principal, &answer))
 }
 
 #[derive(Deserialize)]
@@ -431,9 +487,9 @@ async fn resolve<L: EventLog>(
     };
     let answer = state
         .ledger
-        .operate(principal, operation_id(&id)?, command)
+        .operate(&principal, operation_id(&id)?, command)
         .await?;
-    Ok(render_answer(principal, &answer))
+    Ok(render_answer(&principal, &answer))
 }
 
 /// Prometheus scrapes this without a token: its labels are fixed words, never keys, bodies or

@@ -2,7 +2,8 @@
 
 use super::{ConfigArgs, load, progress, runtime};
 use anyhow::Context;
-use opledger::api::{ApiState, router};
+use opledger::api::auth::Principals;
+use opledger::api::{ApiState, reload_principals, router};
 use opledger::node::Node;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,7 +27,8 @@ pub fn run(args: &ConfigArgs, listen: Option<SocketAddr>) -> anyhow::Result<()> 
         let addr = listener.local_addr()?;
         let state = Arc::new(ApiState {
             ledger: node.ledger.clone(),
-            principals: config.principals_by_token.clone(),
+            principals: Principals::new(&config.principals_by_token),
+            config_path: args.config.clone(),
             body_bytes_max: config.body_bytes_max,
             metrics: node.metrics.clone(),
         });
@@ -36,6 +38,7 @@ pub fn run(args: &ConfigArgs, listen: Option<SocketAddr>) -> anyhow::Result<()> 
         tracing::info!(%addr, data_dir = %config.data_dir.display(), partitions = config.partitions, "opledger serving");
         // Tests and scripts wait for this exact line on stdout.
         println!("opledger listening on http://{addr}");
+        tokio::spawn(reload_on_sighup(state.clone()));
         let server = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown_signal());
         let outcome = tokio::select! {
             served = server => served.context("HTTP server failed"),
@@ -45,6 +48,26 @@ pub fn run(args: &ConfigArgs, listen: Option<SocketAddr>) -> anyhow::Result<()> 
         node.shutdown().await.context("clean shutdown failed")?;
         outcome
     })
+}
+
+/// SIGHUP reloads principals and grants from the config file (R20: a revoked grant withholds
+/// replayed results from the next request on).
+async fn reload_on_sighup<L: opledger::log::model::EventLog>(state: Arc<ApiState<L>>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP; use POST /v1/admin/reload");
+            return;
+        };
+        while hup.recv().await.is_some() {
+            if let Err(e) = reload_principals(&state) {
+                tracing::error!(code = e.code, message = %e.message, "config reload failed; keeping the previous principals");
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    drop(state);
 }
 
 async fn shutdown_signal() {

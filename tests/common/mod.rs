@@ -174,6 +174,11 @@ impl Server {
         self.child.wait().expect("reaped");
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `kill -9` by pid, usable while other tasks still share the server.
     pub fn kill9_shared(&self) {
         let status = Command::new("kill")
