@@ -263,7 +263,10 @@ impl Config {
                 + 1;
             ConfigError::Syntax {
                 path: PathBuf::from("<text>"),
-                message: format!("line {line}, column {column}: {}", e.message().trim()),
+                message: format!(
+                    "line {line}, column {column}: {}",
+                    without_quoted_values(e.message().trim())
+                ),
             }
         })?;
         Self::validate(raw)
@@ -381,6 +384,20 @@ name = "search.lookup"
 class = "read"
 loss = "low"
 "#;
+
+/// serde's "invalid type: integer `123`" quotes the value, which may be a token written as a
+/// number; keep the quoted names of other messages ("unknown field `x`"), drop quoted values.
+fn without_quoted_values(message: &str) -> String {
+    if !message.starts_with("invalid ") {
+        return message.to_owned();
+    }
+    message
+        .split('`')
+        .enumerate()
+        .map(|(i, part)| if i % 2 == 1 { "…" } else { part })
+        .collect::<Vec<_>>()
+        .join("`")
+}
 
 fn parse_duration_ms(tool: &str, setting: &str, text: &str) -> Result<u64, ConfigError> {
     let d = humantime::parse_duration(text).map_err(|e| {
@@ -602,6 +619,13 @@ mod tests {
             err("data_dir = \"d\"\n[[principal]]\nid = \"a\"\ntoken = \"secret-token-value\" junk");
         assert!(e.contains("line 4"), "{e}");
         assert!(!e.contains("secret-token-value"), "{e}");
+    }
+
+    #[test]
+    fn a_token_written_as_a_number_is_not_quoted_back() {
+        let e = err("[[principal]]\nid = \"a\"\ntoken = 98765432123456789");
+        assert!(!e.contains("98765432123456789"), "{e}");
+        assert!(e.contains("invalid type"), "{e}");
     }
 
     #[test]

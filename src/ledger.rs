@@ -22,6 +22,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Most queue entries read to order the operator queue by request time.
+pub const RECONCILIATION_SCAN_MAX: usize = 10_000;
+
 /// How long a caller waits for the arbiter's decision after its event is durable.
 pub const DECISION_WAIT_DEFAULT: Duration = Duration::from_secs(10);
 
@@ -204,12 +207,17 @@ impl<L: EventLog> Ledger<L> {
             terms: contract.terms(),
         });
         let started = Instant::now();
-        let answer = self.submit(scope, body).await?;
+        let answer = self.submit(scope, body).await;
         if let Some(metrics) = &self.metrics {
             let seconds = started.elapsed().as_secs_f64();
-            metrics.claim_latency(contract.class, answer.decision.code(), seconds);
+            let decision = match &answer {
+                Ok(a) => a.decision.code(),
+                Err(LedgerError::DecisionTimeout) => "decision_timeout",
+                Err(_) => "unavailable",
+            };
+            metrics.claim_latency(contract.class, decision, seconds);
         }
-        Ok(Claimed::Decided(Box::new(answer)))
+        Ok(Claimed::Decided(Box::new(answer?)))
     }
 
     /// The answer to a claim whose principal lost its grant to the tool: a replay of its own
@@ -269,10 +277,9 @@ impl<L: EventLog> Ledger<L> {
             Report::Fail { code, .. } => input::visible_ascii("code", code, input::CODE_BYTES_MAX)?,
             Report::Heartbeat | Report::Unknown => {}
         }
+        // No grant check here: a report records what already happened (R20 restricts what a
+        // principal may start or see, not the facts its executors report).
         let record = self.owned(principal, id)?;
-        if !principal.may_use(&record.tool) {
-            return Err(LedgerError::ToolNotAllowed);
-        }
         let by = Transition {
             holder: holder.to_owned(),
             expected_version,
@@ -324,9 +331,24 @@ impl<L: EventLog> Ledger<L> {
         self.submit(record.scope, body).await
     }
 
-    /// The operator queue: operations waiting for a person, at most `limit`.
-    pub fn reconciliation(&self, limit: usize) -> Result<Vec<OperationRecord>, LedgerError> {
-        Ok(self.projection.queue(limit)?)
+    /// The operator queue, oldest request first: at most `limit` operations waiting for a
+    /// person, and how many wait in all (counted up to [`RECONCILIATION_SCAN_MAX`]).
+    pub fn reconciliation(
+        &self,
+        limit: usize,
+    ) -> Result<(Vec<OperationRecord>, usize), LedgerError> {
+        let mut waiting: Vec<OperationRecord> = self
+            .projection
+            .queue(RECONCILIATION_SCAN_MAX)?
+            .into_iter()
+            // The index and the record are read one after the other; a resolution may land
+            // in between.
+            .filter(|r| matches!(r.state, OpState::Manual { .. }))
+            .collect();
+        waiting.sort_by_key(|r| (r.created_at_ms, r.id));
+        let total = waiting.len();
+        waiting.truncate(limit);
+        Ok((waiting, total))
     }
 
     /// Reads an operation; only its owning principal sees it (R4, R20).

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Server, TOKEN_A, TOKEN_B};
+use common::{Server, TOKEN_A, TOKEN_B, TOKEN_OPS};
 use serde_json::{Value, json};
 
 const SECRET_TEXT: &str = "SECRET-MESSAGE-TEXT-41c9";
@@ -135,5 +135,83 @@ async fn an_operator_takes_over_and_resolves_what_nobody_else_can() {
     assert_eq!(audit["events_by_type"]["taken_over"], 2, "{audit}");
     // Three: the one refused before the takeover is on the log too (decided by the arbiter).
     assert_eq!(audit["events_by_type"]["resolved"], 3, "{audit}");
+    server.stop();
+}
+
+#[tokio::test]
+async fn operator_mistakes_are_refused_with_a_reason_and_bad_bodies_append_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path());
+    let id = unknown_message(&server, "msg-x").await;
+    let path = |what: &str| format!("/v1/operations/{id}/{what}");
+    let events = server.cli_json("audit")["events"].clone();
+    for (body, what) in [
+        (json!({"outcome": "completed"}), "completed without result"),
+        (
+            json!({"outcome": "not_executed", "result": {"resource_ref": "r", "status": 200}}),
+            "not_executed with result",
+        ),
+        (json!({"outcome": "maybe"}), "unknown outcome"),
+        (
+            json!({"outcome": "not_executed", "why": "x"}),
+            "unknown field",
+        ),
+    ] {
+        let (s, b) = server.post(TOKEN_A, &path("resolve"), body).await;
+        assert_eq!(
+            (s, b["error"]["code"].as_str()),
+            (400, Some("invalid_body")),
+            "{what}: {b}"
+        );
+    }
+    assert_eq!(
+        server.cli_json("audit")["events"],
+        events,
+        "bad bodies append nothing"
+    );
+
+    let (s, b) = server
+        .post(TOKEN_A, &path("takeover"), json!({"expected_version": 1}))
+        .await;
+    assert_eq!(
+        (s, b["rejection"]["code"].as_str()),
+        (409, Some("stale_version")),
+        "{b}"
+    );
+    let (s, _) = server
+        .post(TOKEN_A, &path("takeover"), json!({"expected_version": 2}))
+        .await;
+    assert_eq!(s, 200);
+    let (s, b) = server.post(TOKEN_OPS, &path("takeover"), json!({})).await;
+    assert_eq!(
+        (s, b["rejection"]["code"].as_str()),
+        (409, Some("taken_over_by_another")),
+        "{b}"
+    );
+    let (s, b) = server
+        .post(
+            TOKEN_OPS,
+            &path("resolve"),
+            json!({"outcome": "not_executed"}),
+        )
+        .await;
+    assert_eq!(
+        (s, b["rejection"]["code"].as_str()),
+        (409, Some("taken_over_by_another")),
+        "{b}"
+    );
+
+    // The queue survives a restart and a rebuild exactly.
+    let (_, before) = server.get(TOKEN_A, "/v1/reconciliation").await;
+    let config = server.config.clone();
+    server.stop();
+    common::cli_json(&config, "rebuild");
+    let server = Server::start_existing(dir.path(), &config);
+    let (_, after) = server.get(TOKEN_OPS, "/v1/reconciliation").await;
+    assert_eq!(before["items"], after["items"]);
+    assert_eq!(
+        (after["count"].as_u64(), after["truncated"].as_bool()),
+        (Some(1), Some(false))
+    );
     server.stop();
 }

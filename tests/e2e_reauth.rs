@@ -36,7 +36,7 @@ async fn a_revoked_grant_replays_completed_without_the_result_and_sighup_restore
     let (s, b) = send(server.raw().post(&reload).bearer_auth(TOKEN_B)).await;
     assert_eq!(s, 403, "operator role needed: {b}");
     let (s, b) = send(server.raw().post(&reload).bearer_auth(TOKEN_A)).await;
-    assert_eq!((s, b["principals"].as_u64()), (200, Some(2)), "{b}");
+    assert_eq!((s, b["principals"].as_u64()), (200, Some(3)), "{b}");
 
     let (s, b) = server
         .claim(TOKEN_B, "k-reauth", charge("w2", "9", "c"))
@@ -61,7 +61,11 @@ async fn a_revoked_grant_replays_completed_without_the_result_and_sighup_restore
         "nothing new starts"
     );
     let (s, b) = server.complete(TOKEN_B, &id, "w", "x").await;
-    assert_eq!(s, 403, "{b}");
+    assert_eq!(
+        (s, b["rejection"]["code"].as_str()),
+        (409, Some("already_finished")),
+        "a report is a fact: no grant check, the state machine answers: {b}"
+    );
 
     // SIGHUP: the grant comes back; the next replay carries the result again.
     set_agent_b_tools(&server, "[\"payments.charge\", \"tickets.create\"]");
@@ -98,5 +102,89 @@ async fn a_revoked_grant_replays_completed_without_the_result_and_sighup_restore
     );
     let b: serde_json::Value = resp.json().await.expect("json");
     assert_eq!(b["result"]["resource_ref"], "ch_secret_ref", "{b}");
+    server.stop();
+}
+
+#[tokio::test]
+async fn a_bad_reload_keeps_the_principals_and_revoked_failures_are_withheld_too() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path());
+    let (_, c) = server.claim(TOKEN_B, "k-fail", charge("w", "9", "c")).await;
+    let id = c["operation_id"].as_str().expect("id").to_owned();
+    let fail = serde_json::json!({"holder": "w", "kind": "definite", "code": "card_declined"});
+    server
+        .post(TOKEN_B, &format!("/v1/operations/{id}/fail"), fail)
+        .await;
+
+    let good = std::fs::read_to_string(&server.config).expect("reads");
+    std::fs::write(
+        &server.config,
+        "[[principal]]\nid = \"x\"\ntoken = 12345678987654321\n",
+    )
+    .expect("writes");
+    let reload = format!("{}/v1/admin/reload", server.base);
+    let (s, b) = send(server.raw().post(&reload).bearer_auth(TOKEN_A)).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (400, Some("invalid_config")),
+        "{b}"
+    );
+    assert!(!b.to_string().contains("12345678987654321"), "{b}");
+    let (s, _) = server.get(TOKEN_B, &format!("/v1/operations/{id}")).await;
+    assert_eq!(s, 200, "the previous principals stay");
+
+    std::fs::write(
+        &server.config,
+        good.replace(
+            "tools = [\"payments.charge\", \"tickets.create\"]",
+            "tools = [\"tickets.create\"]",
+        ),
+    )
+    .expect("writes");
+    let (s, _) = send(server.raw().post(&reload).bearer_auth(TOKEN_A)).await;
+    assert_eq!(s, 200);
+    let events = server.cli_json("audit")["events"].clone();
+    let (s, b) = server
+        .claim(TOKEN_B, "k-fail", charge("w2", "9", "c"))
+        .await;
+    assert_eq!(
+        (s, b["decision"].as_str(), b["result_withheld"].as_bool()),
+        (200, Some("replay"), Some(true)),
+        "{b}"
+    );
+    assert!(
+        b.get("failure").is_none(),
+        "the failure code is withheld too: {b}"
+    );
+    let (s, b) = server
+        .claim(TOKEN_B, "k-fail", charge("w2", "10", "c"))
+        .await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (403, Some("tool_not_allowed")),
+        "no conflict details: {b}"
+    );
+    assert_eq!(
+        server.cli_json("audit")["events"],
+        events,
+        "withheld replays append nothing"
+    );
+
+    // Trace headers that are too long or not printable are not echoed.
+    let resp = server
+        .raw()
+        .get(format!("{}/healthz", server.base))
+        .header("x-request-id", "r".repeat(300))
+        .header("traceparent", "00-ok-01")
+        .send()
+        .await
+        .expect("answered");
+    assert!(resp.headers().get("x-request-id").is_none());
+    assert_eq!(
+        resp.headers()
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok()),
+        Some("00-ok-01")
+    );
     server.stop();
 }

@@ -75,10 +75,14 @@ pub fn record_fields(principal: &Principal, record: &OperationRecord) -> Map<Str
             }
         }
         OpState::Failed { code } => {
-            m.insert(
-                "failure".into(),
-                json!({ "kind": "definite", "code": code }),
-            );
+            if principal.may_use(&record.tool) {
+                m.insert(
+                    "failure".into(),
+                    json!({ "kind": "definite", "code": code }),
+                );
+            } else {
+                m.insert("result_withheld".into(), json!(true));
+            }
         }
         OpState::Released {
             cause: ReleaseCause::NotAccepted { code },
@@ -183,9 +187,14 @@ pub fn reconciliation_item(record: &OperationRecord) -> Value {
     } else {
         format!("take it over (POST /v1/operations/{id}/takeover), then resolve it")
     };
+    let queryable = if record.terms.queryable {
+        "can be queried, but a person now decides"
+    } else {
+        "cannot be queried"
+    };
     let guidance = format!(
         "Nobody can tell automatically whether this happened: {why}; tool `{tool}` is {class} \
-         with {loss} loss and cannot be queried. Look in the external system for an effect \
+         with {loss} loss and {queryable}. Look in the external system for an effect \
          whose idempotency key or reference is {id} (executors pass the operation id). Then \
          {step}: POST /v1/operations/{id}/resolve with {{\"outcome\":\"completed\",\"result\":\
          {{\"resource_ref\":…,\"status\":…}}}} if you found it, or {{\"outcome\":\"not_executed\"}} \

@@ -408,9 +408,14 @@ async fn reconciliation<L: EventLog>(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     operator(&state, &headers)?;
-    let records = state.ledger.reconciliation(RECONCILIATION_ITEMS_MAX)?;
+    let (records, total) = state.ledger.reconciliation(RECONCILIATION_ITEMS_MAX)?;
     let items: Vec<serde_json::Value> = records.iter().map(reconciliation_item).collect();
-    let body = serde_json::json!({ "count": items.len(), "items": items });
+    let body = serde_json::json!({
+        "count": items.len(),
+        "total": total,
+        "truncated": total > items.len(),
+        "items": items,
+    });
     Ok((StatusCode::OK, axum::Json(body)).into_response())
 }
 

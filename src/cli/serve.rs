@@ -16,6 +16,9 @@ pub fn run(args: &ConfigArgs, listen: Option<SocketAddr>) -> anyhow::Result<()> 
         config.listen = addr;
     }
     runtime()?.block_on(async move {
+        // Listen for SIGHUP from the start: its default action would kill a node that is still
+        // catching up.
+        let hangups = hangup_signals();
         let mut bar = progress::Bar::new("applying the log");
         let mut node = Node::start(&config, |p| bar.show(p.applied, p.total))
             .await
@@ -38,36 +41,57 @@ pub fn run(args: &ConfigArgs, listen: Option<SocketAddr>) -> anyhow::Result<()> 
         tracing::info!(%addr, data_dir = %config.data_dir.display(), partitions = config.partitions, "opledger serving");
         // Tests and scripts wait for this exact line on stdout.
         println!("opledger listening on http://{addr}");
-        tokio::spawn(reload_on_sighup(state.clone()));
+        let reloader = tokio::spawn(reload_on_sighup(hangups, state.clone()));
         let server = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown_signal());
         let outcome = tokio::select! {
             served = server => served.context("HTTP server failed"),
             failure = node.failed() => Err(anyhow::Error::new(failure).context("a partition arbiter stopped")),
         };
         tracing::info!("shutting down");
+        // The reloader holds the API state (and through it the log): stop it first so the log
+        // closes cleanly and its errors are reported.
+        reloader.abort();
+        let _ = reloader.await;
         node.shutdown().await.context("clean shutdown failed")?;
         outcome
     })
 }
 
-/// SIGHUP reloads principals and grants from the config file (R20: a revoked grant withholds
-/// replayed results from the next request on).
-async fn reload_on_sighup<L: opledger::log::model::EventLog>(state: Arc<ApiState<L>>) {
+#[cfg(unix)]
+type Hangups = Option<tokio::signal::unix::Signal>;
+#[cfg(not(unix))]
+type Hangups = Option<()>;
+
+fn hangup_signals() -> Hangups {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        let hangups = signal(SignalKind::hangup()).ok();
+        if hangups.is_none() {
             tracing::warn!("cannot listen for SIGHUP; use POST /v1/admin/reload");
-            return;
-        };
-        while hup.recv().await.is_some() {
+        }
+        hangups
+    }
+    #[cfg(not(unix))]
+    None
+}
+
+/// SIGHUP reloads principals and grants from the config file (R20: a revoked grant withholds
+/// replayed results from the next request on).
+async fn reload_on_sighup<L: opledger::log::model::EventLog>(
+    hangups: Hangups,
+    state: Arc<ApiState<L>>,
+) {
+    #[cfg(unix)]
+    if let Some(mut hangups) = hangups {
+        while hangups.recv().await.is_some() {
             if let Err(e) = reload_principals(&state) {
                 tracing::error!(code = e.code, message = %e.message, "config reload failed; keeping the previous principals");
             }
         }
     }
     #[cfg(not(unix))]
-    drop(state);
+    drop((hangups, state));
 }
 
 async fn shutdown_signal() {

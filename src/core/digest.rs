@@ -36,8 +36,10 @@ enum StateView<'a> {
     Completed(&'a BusinessResult),
     Failed(&'a str),
     OutcomeUnknown(UnknownCause),
-    Manual(UnknownCause, &'a Option<String>),
+    Manual(UnknownCause),
     Released(&'a ReleaseCause),
+    // Added after v1's variants, so every earlier state encodes (and digests) as before.
+    TakenOver(UnknownCause, &'a str),
 }
 
 impl<'a> From<&'a OpState> for StateView<'a> {
@@ -47,7 +49,14 @@ impl<'a> From<&'a OpState> for StateView<'a> {
             OpState::Completed { result } => Self::Completed(result),
             OpState::Failed { code } => Self::Failed(code),
             OpState::OutcomeUnknown { cause } => Self::OutcomeUnknown(*cause),
-            OpState::Manual { cause, operator } => Self::Manual(*cause, operator),
+            OpState::Manual {
+                cause,
+                operator: None,
+            } => Self::Manual(*cause),
+            OpState::Manual {
+                cause,
+                operator: Some(operator),
+            } => Self::TakenOver(*cause, operator),
             OpState::Released { cause } => Self::Released(cause),
         }
     }

@@ -160,6 +160,23 @@ fn given_a_projection_left_by_a_crash_when_opened_then_it_is_not_trusted() {
 }
 
 #[test]
+fn given_a_projection_of_an_older_record_format_when_opened_then_it_is_rebuilt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("projection");
+    {
+        let (p, _) = Projection::open(&path, 1 << 20, LOG).expect("opens");
+        p.db.insert(META_FORMAT, &1u16.to_le_bytes()[..])
+            .expect("writes");
+        p.close_clean(&path).expect("closes clean");
+    }
+    let (_, reset) = Projection::open(&path, 1 << 20, LOG).expect("opens");
+    assert!(
+        matches!(&reset, Reset::Rebuilt { reason } if reason.contains("format")),
+        "{reset:?}"
+    );
+}
+
+#[test]
 fn given_garbage_where_the_projection_should_be_when_opened_then_it_is_rebuilt() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("projection");

@@ -11,6 +11,8 @@ use std::time::Duration;
 /// Two principals with every role, for isolation tests.
 pub const TOKEN_A: &str = "token-agent-a-0001";
 pub const TOKEN_B: &str = "token-agent-b-0002";
+/// A second operator, with no agent role.
+pub const TOKEN_OPS: &str = "token-operator-0003";
 
 /// The config every end-to-end test starts from; `extra` is appended (more tools, limits).
 pub fn config_text(data_dir: &Path, extra: &str) -> String {
@@ -29,6 +31,12 @@ body_bytes_max = 4096
 id = "agent-a"
 token = "{TOKEN_A}"
 roles = ["agent", "operator", "auditor"]
+tools = ["*"]
+
+[[principal]]
+id = "ops-2"
+token = "{TOKEN_OPS}"
+roles = ["operator"]
 tools = ["*"]
 
 [[principal]]

@@ -68,6 +68,12 @@ pub(super) fn resolve(record: &OperationRecord, r: &Resolution, at: u64) -> Outc
             };
         }
         OpState::Failed { .. } => return Outcome::rejected(Rejection::AlreadyFinished),
+        // The same operator repeating a resolution whose answer it lost.
+        OpState::Released {
+            cause: ReleaseCause::OperatorNotExecuted { operator },
+        } if *operator == r.by.operator && r.outcome == ResolvedOutcome::NotExecuted => {
+            return Outcome::unchanged(Decision::Unchanged);
+        }
         _ => return Outcome::rejected(Rejection::NotTakenOver),
     };
     if *operator != r.by.operator {

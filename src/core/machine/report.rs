@@ -124,7 +124,7 @@ pub(super) fn unknown(record: &OperationRecord, by: &Transition, at: u64) -> Out
     let already_unknown = matches!(
         record.state,
         OpState::OutcomeUnknown { .. }
-            | OpState::Manual { .. }
+            | OpState::Manual { operator: None, .. }
             | OpState::Released {
                 cause: ReleaseCause::UnknownButReexecutable
             }

@@ -664,6 +664,24 @@ fn given_a_release_when_claimed_again_then_the_outcome_is_a_reexecution() {
     );
 }
 
+#[test]
+fn given_resolutions_when_repeated_then_unchanged_and_the_old_holder_is_refused() {
+    let mut s = manual();
+    s.when(LEASE + 1, take_over("ops-1", None));
+    assert_eq!(
+        s.when(LEASE + 2, EventBody::UnknownReported(by("w1", None))),
+        Decision::Rejected(Rejection::NotRunning),
+        "after a takeover even an unknown report is refused"
+    );
+    let not_executed = resolve("ops-1", ResolvedOutcome::NotExecuted);
+    assert_eq!(s.when(LEASE + 3, not_executed.clone()), Decision::Accepted);
+    assert_eq!(s.when(LEASE + 4, not_executed), Decision::Unchanged);
+    assert_eq!(
+        s.when(LEASE + 4, resolve("ops-2", ResolvedOutcome::NotExecuted)),
+        Decision::Rejected(Rejection::NotTakenOver)
+    );
+}
+
 mod model {
     //! Random histories against the invariants every history must keep (printed seed on
     //! failure by proptest).
