@@ -173,6 +173,9 @@ pub fn reconciliation_item(record: &OperationRecord) -> Value {
         Some(UnknownCause::HolderReported) => {
             "the executor reported that it does not know whether the call took effect"
         }
+        Some(UnknownCause::EvidenceMismatch) => {
+            "the external system reported the effect, but its key fields differ from the intent"
+        }
         None => "it is no longer waiting for a person",
     };
     let categories: Vec<&str> = record

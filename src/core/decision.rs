@@ -73,6 +73,16 @@ pub enum Rejection {
     TakenOverByAnother,
     /// An operator must take the operation over before resolving it.
     NotTakenOver,
+    /// Recovery may only investigate an unknown outcome or a lapsed lease.
+    NothingToRecover,
+    /// The executor's lease is still live: there is nothing to investigate yet (R15).
+    LeaseLive,
+    /// Another recoverer holds a live recovery lease on it (R19).
+    RecoveryInProgress,
+    /// Its next check is not due yet (backoff or the external system's `Retry-After`).
+    NotDue,
+    /// Evidence from a recoverer that does not hold the recovery lease.
+    NotRecoverer,
 }
 
 impl Rejection {
@@ -88,6 +98,11 @@ impl Rejection {
             Self::NothingToTakeOver => "nothing_to_take_over",
             Self::TakenOverByAnother => "taken_over_by_another",
             Self::NotTakenOver => "not_taken_over",
+            Self::NothingToRecover => "nothing_to_recover",
+            Self::LeaseLive => "lease_live",
+            Self::RecoveryInProgress => "recovery_in_progress",
+            Self::NotDue => "not_due",
+            Self::NotRecoverer => "not_recoverer",
         }
     }
 
@@ -103,6 +118,11 @@ impl Rejection {
             Self::NothingToTakeOver => 7,
             Self::TakenOverByAnother => 8,
             Self::NotTakenOver => 9,
+            Self::NothingToRecover => 10,
+            Self::LeaseLive => 11,
+            Self::RecoveryInProgress => 12,
+            Self::NotDue => 13,
+            Self::NotRecoverer => 14,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! projection rebuild and another backend can be compared with one string.
 //!
 //! It covers what decisions depend on — identity, fingerprint, terms, state, result, version,
-//! holder, execution count — and deliberately not the log's timestamps (lease deadlines, creation
+//! holder, execution count, recovery query count and last result — and deliberately not the log's timestamps (lease deadlines, creation
 //! times): those are stamped by the log at append time and differ between backends and runs of
 //! the same workload, while the decisions they led to are already in the state.
 
@@ -10,7 +10,7 @@ use crate::core::contract::ContractTerms;
 use crate::core::event::BusinessResult;
 use crate::core::fingerprint::Fingerprint;
 use crate::core::key::{OperationId, ScopedHash};
-use crate::core::operation::{OpState, OperationRecord, ReleaseCause, UnknownCause};
+use crate::core::operation::{OpState, OperationRecord, QueryResult, ReleaseCause, UnknownCause};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -28,6 +28,8 @@ struct DigestView<'a> {
     version: u64,
     holder: &'a str,
     executions: u32,
+    queries: u32,
+    last_query: &'a Option<QueryResult>,
 }
 
 #[derive(Serialize)]
@@ -108,6 +110,8 @@ impl StateDigest {
             version: record.version,
             holder: &record.holder,
             executions: record.executions,
+            queries: record.recovery.queries,
+            last_query: &record.recovery.last,
         };
         // Encoding plain data with serde into a Vec cannot fail.
         let bytes = bincode::serde::encode_to_vec(&view, bincode::config::standard())

@@ -79,6 +79,10 @@ pub enum EventBody {
     TakenOver(OperatorAction),
     /// The operator who took it over settles it (R18).
     Resolved(Resolution),
+    /// A recoverer asks for the exclusive right to investigate (R17, R19).
+    RecoveryStarted(RecoveryStart),
+    /// What the recoverer learned from the external system (R17).
+    EvidenceReported(EvidenceReport),
 }
 
 impl EventBody {
@@ -92,6 +96,8 @@ impl EventBody {
             Self::UnknownReported(_) => "unknown_reported",
             Self::TakenOver(_) => "taken_over",
             Self::Resolved(_) => "resolved",
+            Self::RecoveryStarted(_) => "recovery_started",
+            Self::EvidenceReported(_) => "evidence_reported",
         }
     }
 }
@@ -138,6 +144,51 @@ pub struct Resolution {
     pub by: OperatorAction,
     /// What the operator established.
     pub outcome: ResolvedOutcome,
+}
+
+/// A recoverer's request to investigate.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryStart {
+    /// The recoverer (node and task).
+    pub recoverer: String,
+    /// How long the investigation may take before another recoverer may start one.
+    pub lease_ms: u64,
+}
+
+/// What a status query established (ARCHITECTURE: the status-query protocol).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Evidence {
+    /// 200 `succeeded`: the effect exists.
+    Found {
+        /// The external resource.
+        result: BusinessResult,
+        /// The fingerprint of the key fields the external system reported, if it reported any,
+        /// computed with the tool's contract (so only categories are compared, never values).
+        fields: Option<Fingerprint>,
+    },
+    /// 200 `failed`: processed and definitely failed.
+    Failed {
+        /// The external error code.
+        code: String,
+    },
+    /// 404: never accepted.
+    Absent,
+    /// Nothing learned: 429, a timeout, an unexpected answer.
+    Inconclusive {
+        /// A short reason code (`timeout`, `rate_limited`, `http_500`, …).
+        reason: String,
+        /// The external system's `Retry-After`, if it gave one.
+        retry_after_ms: Option<u64>,
+    },
+}
+
+/// A recoverer's report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceReport {
+    /// The recoverer holding the recovery lease.
+    pub recoverer: String,
+    /// What it learned.
+    pub evidence: Evidence,
 }
 
 /// A transition by the executor that carries no payload.

@@ -13,6 +13,9 @@ pub enum UnknownCause {
     LeaseLapsed,
     /// The executor said it does not know.
     HolderReported,
+    /// The external system reported the effect, but its key fields differ from the intent's
+    /// fingerprint: a person must look (R17).
+    EvidenceMismatch,
 }
 
 /// Why an operation was released for another execution.
@@ -131,4 +134,42 @@ pub struct OperationRecord {
     pub created_at_ms: u64,
     /// Log time of the latest accepted change.
     pub updated_at_ms: u64,
+    /// What recovery has done for it (R19).
+    pub recovery: Recovery,
+}
+
+/// What the last status query found out (R19: the last result per record).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum QueryResult {
+    /// The external system has the effect.
+    Found,
+    /// The external system processed it and it failed.
+    Failed,
+    /// The external system never accepted it.
+    Absent,
+    /// Nothing was learned (timeout, 429, an unexpected answer): the reason code.
+    Inconclusive(String),
+}
+
+/// A recoverer's exclusive right to investigate one operation, until a log time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryLease {
+    /// The recoverer.
+    pub recoverer: String,
+    /// Log time the right lapses.
+    pub until_ms: u64,
+}
+
+/// Per-record recovery bookkeeping (R19): query count, last result, next check time, and the
+/// recovery lease that keeps two recoverers off one record.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recovery {
+    /// Status queries that reported back.
+    pub queries: u32,
+    /// The last one's result.
+    pub last: Option<QueryResult>,
+    /// No new investigation before this log time (backoff, `Retry-After`).
+    pub next_check_at_ms: u64,
+    /// Who investigates now.
+    pub lease: Option<RecoveryLease>,
 }

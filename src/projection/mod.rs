@@ -28,7 +28,8 @@ use std::sync::Arc;
 /// Version of the stored record layout. Bump it when [`OperationRecord`] changes shape: a
 /// projection of another format is rebuilt from the log (older events are upcast on the way).
 /// 2: `Manual` carries the operator who took it over; the operator-queue index exists.
-pub const PROJECTION_FORMAT: u16 = 2;
+/// 3: records carry their recovery bookkeeping.
+pub const PROJECTION_FORMAT: u16 = 3;
 
 const PREFIX_RECORD: u8 = b'o';
 const PREFIX_QUEUE: u8 = b'q';

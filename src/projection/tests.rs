@@ -37,6 +37,7 @@ fn record(n: u8) -> OperationRecord {
         executions: 1,
         created_at_ms: 0,
         updated_at_ms: 0,
+        recovery: Default::default(),
     }
 }
 

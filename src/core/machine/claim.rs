@@ -25,6 +25,7 @@ pub(super) fn first(envelope: &Envelope, claim: &Claim, at: u64) -> Outcome {
         executions: 1,
         created_at_ms: at,
         updated_at_ms: at,
+        recovery: Default::default(),
     };
     Outcome::changed(record, Decision::Execute)
 }

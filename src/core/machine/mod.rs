@@ -7,6 +7,7 @@
 
 mod claim;
 mod operator;
+mod recovery;
 mod report;
 #[cfg(test)]
 mod tests;
@@ -64,6 +65,8 @@ pub fn apply(current: Option<&OperationRecord>, event: &LoggedEvent) -> Outcome 
         (EventBody::UnknownReported(by), Some(record)) => report::unknown(record, by, at),
         (EventBody::TakenOver(by), Some(record)) => operator::take_over(record, by, at),
         (EventBody::Resolved(r), Some(record)) => operator::resolve(record, r, at),
+        (EventBody::RecoveryStarted(r), Some(record)) => recovery::start(record, r, at),
+        (EventBody::EvidenceReported(r), Some(record)) => recovery::evidence(record, r, at),
     }
 }
 

@@ -4,8 +4,9 @@ use super::apply;
 use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
 use crate::core::decision::{Decision, Rejection};
 use crate::core::event::{
-    BusinessResult, Claim, Completion, Envelope, EventBody, Failure, FailureKind, LoggedEvent,
-    OperatorAction, Resolution, ResolvedOutcome, Transition,
+    BusinessResult, Claim, Completion, Envelope, EventBody, Evidence, EvidenceReport, Failure,
+    FailureKind, LoggedEvent, OperatorAction, RecoveryStart, Resolution, ResolvedOutcome,
+    Transition,
 };
 use crate::core::fingerprint::{Category, FINGERPRINT_VERSION, Fingerprint};
 use crate::core::key::{OperationId, ScopedHash};
@@ -682,6 +683,202 @@ fn given_resolutions_when_repeated_then_unchanged_and_the_old_holder_is_refused(
     );
 }
 
+fn start(recoverer: &str) -> EventBody {
+    EventBody::RecoveryStarted(RecoveryStart {
+        recoverer: recoverer.into(),
+        lease_ms: 500,
+    })
+}
+
+fn evidence(recoverer: &str, evidence: Evidence) -> EventBody {
+    EventBody::EvidenceReported(EvidenceReport {
+        recoverer: recoverer.into(),
+        evidence,
+    })
+}
+
+fn inconclusive(retry_after_ms: Option<u64>) -> Evidence {
+    Evidence::Inconclusive {
+        reason: "rate_limited".into(),
+        retry_after_ms,
+    }
+}
+
+#[test]
+fn given_a_live_lease_when_recovery_starts_then_lease_live() {
+    let mut s = Scenario::claimed();
+    assert_eq!(
+        s.when(LEASE - 1, start("r1")),
+        Decision::Rejected(Rejection::LeaseLive)
+    );
+}
+
+#[test]
+fn given_a_lapsed_lease_when_recovery_starts_then_the_class_decides() {
+    let cases = [
+        (terms(ToolClass::Keyed, true), "outcome_unknown"),
+        (terms(ToolClass::Keyed, false), "manual"),
+        (terms(ToolClass::Natural, false), "released"),
+    ];
+    for (t, state) in cases {
+        let mut s = Scenario::new(t);
+        s.when(0, s.claim("w1"));
+        assert_eq!(s.when(LEASE, start("r1")), Decision::Accepted, "{t:?}");
+        assert_eq!(s.state().name(), state, "{t:?}");
+    }
+}
+
+#[test]
+fn given_one_recoverer_when_another_starts_then_recovery_in_progress_until_its_lease_lapses() {
+    let mut s = Scenario::claimed();
+    assert_eq!(s.when(LEASE, start("r1")), Decision::Accepted);
+    assert_eq!(
+        s.when(LEASE + 100, start("r2")),
+        Decision::Rejected(Rejection::RecoveryInProgress)
+    );
+    assert_eq!(
+        s.when(LEASE + 200, evidence("r2", Evidence::Absent)),
+        Decision::Rejected(Rejection::NotRecoverer)
+    );
+    assert_eq!(s.when(LEASE + 500, start("r2")), Decision::Accepted);
+    assert_eq!(
+        s.when(LEASE + 501, evidence("r1", Evidence::Absent)),
+        Decision::Rejected(Rejection::NotRecoverer),
+        "the first recoverer's lease was taken over"
+    );
+}
+
+#[test]
+fn given_found_evidence_when_reported_then_completed_with_the_external_resource() {
+    let mut s = Scenario::claimed();
+    s.when(LEASE, start("r1"));
+    let found = Evidence::Found {
+        result: result("ext-9"),
+        fields: Some(Fingerprint {
+            version: FINGERPRINT_VERSION,
+            parts: vec![(Category::Amount, [5; 32])],
+        }),
+    };
+    assert_eq!(s.when(LEASE + 1, evidence("r1", found)), Decision::Accepted);
+    assert_eq!(
+        s.state(),
+        &OpState::Completed {
+            result: result("ext-9")
+        }
+    );
+    assert_eq!(
+        (
+            s.record().recovery.queries,
+            s.record().recovery.lease.is_none()
+        ),
+        (1, true)
+    );
+    assert_eq!(s.when(LEASE + 2, s.claim("w2")), Decision::Replay);
+    assert_eq!(
+        s.when(LEASE + 3, start("r1")),
+        Decision::Rejected(Rejection::AlreadyFinished)
+    );
+}
+
+#[test]
+fn given_evidence_whose_key_fields_differ_when_reported_then_a_person_decides() {
+    let mut s = Scenario::claimed();
+    s.when(LEASE, start("r1"));
+    let found = Evidence::Found {
+        result: result("ext-9"),
+        fields: Some(Fingerprint {
+            version: FINGERPRINT_VERSION,
+            parts: vec![(Category::Amount, [6; 32])],
+        }),
+    };
+    s.when(LEASE + 1, evidence("r1", found));
+    assert_eq!(
+        s.state(),
+        &OpState::Manual {
+            cause: UnknownCause::EvidenceMismatch,
+            operator: None
+        }
+    );
+    assert_eq!(
+        s.when(LEASE + 2, start("r1")),
+        Decision::Rejected(Rejection::NothingToRecover)
+    );
+}
+
+#[test]
+fn given_failed_or_absent_evidence_when_reported_then_failed_or_released() {
+    let mut s = Scenario::claimed();
+    s.when(LEASE, start("r1"));
+    s.when(
+        LEASE + 1,
+        evidence(
+            "r1",
+            Evidence::Failed {
+                code: "declined".into(),
+            },
+        ),
+    );
+    assert_eq!(
+        s.state(),
+        &OpState::Failed {
+            code: "declined".into()
+        }
+    );
+
+    let mut s = Scenario::claimed();
+    s.when(LEASE, start("r1"));
+    s.when(LEASE + 1, evidence("r1", Evidence::Absent));
+    assert_eq!(s.state().name(), "released");
+    assert_eq!(
+        s.when(LEASE + 2, s.claim("w2")),
+        Decision::Execute,
+        "R17: retry with the same key"
+    );
+}
+
+#[test]
+fn given_inconclusive_evidence_when_reported_then_unknown_stays_and_the_next_check_backs_off() {
+    let mut s = Scenario::claimed();
+    s.when(LEASE, start("r1"));
+    assert_eq!(
+        s.when(LEASE + 10, evidence("r1", inconclusive(None))),
+        Decision::Accepted
+    );
+    assert_eq!(s.state().name(), "outcome_unknown");
+    let r = &s.record().recovery;
+    assert_eq!((r.queries, r.next_check_at_ms), (1, LEASE + 10 + 1_000));
+    assert_eq!(s.record().version, 2, "no state change, no new version");
+    assert_eq!(
+        s.when(LEASE + 500, start("r2")),
+        Decision::Rejected(Rejection::NotDue)
+    );
+    assert_eq!(s.when(LEASE + 1_010, start("r2")), Decision::Accepted);
+    // Retry-After longer than the backoff wins.
+    assert_eq!(
+        s.when(LEASE + 1_020, evidence("r2", inconclusive(Some(60_000)))),
+        Decision::Accepted
+    );
+    assert_eq!(s.record().recovery.next_check_at_ms, LEASE + 1_020 + 60_000);
+    assert_eq!(super::recovery::backoff_ms(2), 2_000);
+    assert_eq!(
+        super::recovery::backoff_ms(40),
+        super::recovery::RECOVERY_BACKOFF_MAX_MS
+    );
+}
+
+#[test]
+fn given_a_person_decides_when_evidence_arrives_then_nothing_to_recover() {
+    let mut s = manual();
+    assert_eq!(
+        s.when(LEASE + 1, start("r1")),
+        Decision::Rejected(Rejection::NothingToRecover)
+    );
+    assert_eq!(
+        s.when(LEASE + 1, evidence("r1", Evidence::Absent)),
+        Decision::Rejected(Rejection::NothingToRecover)
+    );
+}
+
 mod model {
     //! Random histories against the invariants every history must keep (printed seed on
     //! failure by proptest).
@@ -712,11 +909,32 @@ mod model {
                 code: "c".into(),
             }),
             5 => EventBody::UnknownReported(by(holder, version)),
+            8 => EventBody::RecoveryStarted(RecoveryStart {
+                recoverer: holder.into(),
+                lease_ms: 300,
+            }),
+            9 => EventBody::EvidenceReported(EvidenceReport {
+                recoverer: holder.into(),
+                evidence: match amount {
+                    0 => Evidence::Absent,
+                    _ => Evidence::Inconclusive {
+                        reason: "timeout".into(),
+                        retry_after_ms: version,
+                    },
+                },
+            }),
+            10 => EventBody::EvidenceReported(EvidenceReport {
+                recoverer: holder.into(),
+                evidence: Evidence::Found {
+                    result: result("found"),
+                    fields: None,
+                },
+            }),
             6 => EventBody::TakenOver(OperatorAction {
                 operator: holder.into(),
                 expected_version: version,
             }),
-            _ => EventBody::Resolved(Resolution {
+            7 => EventBody::Resolved(Resolution {
                 by: OperatorAction {
                     operator: holder.into(),
                     expected_version: version,
@@ -727,6 +945,7 @@ mod model {
                     ResolvedOutcome::Completed(result(&format!("op-{holder}")))
                 },
             }),
+            _ => EventBody::Heartbeat(by(holder, version)),
         }
     }
 
@@ -735,7 +954,7 @@ mod model {
         fn every_history_keeps_the_invariants(
             class in prop_oneof![Just(ToolClass::Natural), Just(ToolClass::Keyed), Just(ToolClass::Unsafe)],
             queryable in any::<bool>(),
-            steps in proptest::collection::vec((0u8..8, 0usize..3, 0u64..700, 0u8..2, proptest::option::of(0u64..4)), 1..80),
+            steps in proptest::collection::vec((0u8..11, 0usize..3, 0u64..700, 0u8..2, proptest::option::of(0u64..4)), 1..80),
         ) {
             let t = terms(class, queryable);
             let holders = ["w0", "w1", "w2"];
