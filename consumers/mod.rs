@@ -4,3 +4,4 @@
 
 pub mod audit;
 pub mod metrics;
+pub mod recovery;

@@ -49,6 +49,8 @@ struct RawConfig {
     log: RawLog,
     #[serde(default)]
     limits: RawLimits,
+    #[serde(default)]
+    recovery: RawRecovery,
     #[serde(default, rename = "principal")]
     principals: Vec<RawPrincipal>,
     #[serde(default, rename = "tool")]
@@ -93,6 +95,17 @@ fn default_backend() -> String {
 
 fn default_partitions() -> u32 {
     PARTITIONS_DEFAULT
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRecovery {
+    enabled: Option<bool>,
+    tick: Option<String>,
+    concurrency: Option<usize>,
+    scan_batch: Option<usize>,
+    lease: Option<String>,
+    query_timeout: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -220,6 +233,8 @@ pub struct Config {
     pub body_bytes_max: usize,
     /// sled's page cache, in bytes.
     pub projection_cache_bytes: u64,
+    /// The recovery consumer's settings; `None` when `[recovery] enabled = false`.
+    pub recovery: Option<crate::consumers::recovery::RecoveryOptions>,
     /// Principals by the SHA-256 of their token (tokens themselves are never kept).
     pub principals_by_token: HashMap<[u8; 32], Principal>,
     /// Tool contracts by name.
@@ -316,7 +331,9 @@ impl Config {
                 "[limits] body_bytes_max = {body_bytes_max} is too small (at least 256)"
             )));
         }
+        let recovery = validate_recovery(raw.recovery)?;
         Ok(Self {
+            recovery,
             data_dir: raw.data_dir,
             listen,
             backend,
@@ -407,6 +424,44 @@ fn parse_duration_ms(tool: &str, setting: &str, text: &str) -> Result<u64, Confi
     })?;
     u64::try_from(d.as_millis())
         .map_err(|_| ConfigError::Invalid(format!("tool `{tool}`: {setting} is too long")))
+}
+
+fn validate_recovery(
+    raw: RawRecovery,
+) -> Result<Option<crate::consumers::recovery::RecoveryOptions>, ConfigError> {
+    if raw.enabled == Some(false) {
+        return Ok(None);
+    }
+    let mut o = crate::consumers::recovery::RecoveryOptions::default();
+    let duration = |setting: &str, text: &Option<String>, default: std::time::Duration| match text {
+        None => Ok(default),
+        Some(t) => humantime::parse_duration(t)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "[recovery] {setting} = {t:?} is not a duration like \"1s\""
+                ))
+            }),
+    };
+    o.tick = duration("tick", &raw.tick, o.tick)?;
+    o.lease = duration("lease", &raw.lease, o.lease)?;
+    o.query_timeout = duration("query_timeout", &raw.query_timeout, o.query_timeout)?;
+    for (setting, value, target) in [
+        ("concurrency", raw.concurrency, &mut o.concurrency),
+        ("scan_batch", raw.scan_batch, &mut o.scan_batch),
+    ] {
+        match value {
+            Some(0) => {
+                return Err(ConfigError::Invalid(format!(
+                    "[recovery] {setting} must be at least 1"
+                )));
+            }
+            Some(v) => *target = v,
+            None => {}
+        }
+    }
+    Ok(Some(o))
 }
 
 fn validate_tools(raw: Vec<RawTool>) -> Result<HashMap<String, ToolContract>, ConfigError> {

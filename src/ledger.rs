@@ -331,6 +331,22 @@ impl<L: EventLog> Ledger<L> {
         self.submit(record.scope, body).await
     }
 
+    /// Appends an event for an existing operation on behalf of a consumer (recovery): consumers
+    /// act only by appending events; the arbiter decides.
+    pub async fn append_for(
+        &self,
+        id: OperationId,
+        body: EventBody,
+    ) -> Result<Answer, LedgerError> {
+        let record = self.projection.get(&id)?.ok_or(LedgerError::NotFound)?;
+        self.submit(record.scope, body).await
+    }
+
+    /// The projection, for consumers that look for work in it (read only).
+    pub fn projection(&self) -> &Projection {
+        &self.projection
+    }
+
     /// The operator queue, oldest request first: at most `limit` operations waiting for a
     /// person, and how many wait in all (counted up to [`RECONCILIATION_SCAN_MAX`]).
     pub fn reconciliation(

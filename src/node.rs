@@ -68,6 +68,7 @@ pub struct Node {
     healthy: bool,
     stop: watch::Sender<bool>,
     arbiters: JoinSet<Result<(), ArbiterError>>,
+    recovery: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Opens the embedded log of a config.
@@ -138,7 +139,15 @@ impl Node {
             )
             .with_metrics(metrics.clone()),
         );
+        let recovery = config.recovery.clone().map(|options| {
+            tokio::spawn(crate::consumers::recovery::run(
+                ledger.clone(),
+                options,
+                stopped.clone(),
+            ))
+        });
         Ok(Self {
+            recovery,
             ledger,
             metrics,
             log,
@@ -176,6 +185,10 @@ impl Node {
     /// without error) and closes the log.
     pub async fn shutdown(mut self) -> Result<(), NodeError> {
         let _ = self.stop.send(true);
+        if let Some(recovery) = self.recovery.take() {
+            // It returns on the stop signal; a panic there changes nothing durable.
+            let _ = recovery.await;
+        }
         while let Some(joined) = self.arbiters.join_next().await {
             match joined {
                 Ok(Ok(())) => {}

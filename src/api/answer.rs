@@ -8,7 +8,7 @@ use crate::arbiter::replies::Answer;
 use crate::config::Principal;
 use crate::core::contract::LossLevel;
 use crate::core::decision::{Decision, Rejection};
-use crate::core::operation::{OpState, OperationRecord, ReleaseCause, UnknownCause};
+use crate::core::operation::{OpState, OperationRecord, QueryResult, ReleaseCause, UnknownCause};
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -50,6 +50,24 @@ pub fn record_fields(principal: &Principal, record: &OperationRecord) -> Map<Str
     m.insert("updated_at".into(), json!(rfc3339(record.updated_at_ms)));
     if let Some(parent) = record.parent {
         m.insert("parent".into(), json!(parent.to_string()));
+    }
+    if record.recovery.queries > 0 || record.recovery.lease.is_some() {
+        let last = record.recovery.last.as_ref().map(|q| match q {
+            QueryResult::Found => "found".to_owned(),
+            QueryResult::Failed => "failed".to_owned(),
+            QueryResult::Absent => "absent".to_owned(),
+            QueryResult::Inconclusive(reason) => format!("inconclusive:{reason}"),
+        });
+        m.insert(
+            "recovery".into(),
+            json!({
+                "queries": record.recovery.queries,
+                "last_result": last,
+                "next_check_at": (record.recovery.next_check_at_ms > 0)
+                    .then(|| rfc3339(record.recovery.next_check_at_ms)),
+                "recoverer": record.recovery.lease.as_ref().map(|l| l.recoverer.clone()),
+            }),
+        );
     }
     match &record.state {
         OpState::Processing {

@@ -235,6 +235,33 @@ impl Projection {
         Ok(out)
     }
 
+    /// Up to `limit` records after `after` (from the start when `None`), in id order: a cursor
+    /// for consumers that sweep the projection in bounded slices.
+    pub fn records_after(
+        &self,
+        after: Option<OperationId>,
+        limit: usize,
+    ) -> Result<Vec<OperationRecord>, ProjectionError> {
+        // The key right after `after` is `after` with a 0 byte appended.
+        let start = match after {
+            Some(id) => {
+                let mut key = record_key(&id).to_vec();
+                key.push(0);
+                key
+            }
+            None => vec![PREFIX_RECORD],
+        };
+        let end = vec![PREFIX_RECORD + 1];
+        self.db
+            .range(start..end)
+            .take(limit)
+            .map(|item| {
+                let (key, value) = item?;
+                decode_record(&value, || format!("key {}", hex::encode(&key[1..])))
+            })
+            .collect()
+    }
+
     /// Every record, in operation id order (for the digest).
     pub fn records(&self) -> impl Iterator<Item = Result<OperationRecord, ProjectionError>> + '_ {
         self.db.scan_prefix([PREFIX_RECORD]).map(|item| {

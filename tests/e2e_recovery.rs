@@ -1,0 +1,233 @@
+//! Recovery from external evidence through the real binary (R15, R17, R19), against a
+//! simulated external service that answers the status-query protocol.
+
+mod common;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use common::{Server, TOKEN_A};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Status code and JSON body of one simulated answer.
+type Answer = (u16, Value);
+
+/// What the simulated service answers for one operation id, in turn (the last one repeats).
+#[derive(Clone, Default)]
+struct Sim {
+    answers: Arc<Mutex<HashMap<String, Vec<Answer>>>>,
+    queries: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl Sim {
+    fn answer(&self, id: &str, answers: Vec<Answer>) {
+        self.answers
+            .lock()
+            .expect("lock")
+            .insert(id.to_owned(), answers);
+    }
+
+    fn queries(&self, id: &str) -> usize {
+        self.queries
+            .lock()
+            .expect("lock")
+            .get(id)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+async fn status(State(sim): State<Sim>, Path(id): Path<String>) -> Response {
+    let n = {
+        let mut q = sim.queries.lock().expect("lock");
+        let n = q.entry(id.clone()).or_default();
+        *n += 1;
+        *n
+    };
+    let answers = sim
+        .answers
+        .lock()
+        .expect("lock")
+        .get(&id)
+        .cloned()
+        .unwrap_or_default();
+    let Some((code, body)) = answers.get(n - 1).or(answers.last()).cloned() else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let code = StatusCode::from_u16(code).expect("status");
+    if code == StatusCode::TOO_MANY_REQUESTS {
+        return (code, [("retry-after", "1")], "slow down").into_response();
+    }
+    (code, axum::Json(body)).into_response()
+}
+
+async fn start_sim() -> (Sim, u16) {
+    let sim = Sim::default();
+    let app = axum::Router::new()
+        .route("/status/{id}", axum::routing::get(status))
+        .with_state(sim.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (sim, port)
+}
+
+fn extra_config(port: u16) -> String {
+    format!(
+        r#"
+[[tool]]
+name = "ext.charge"
+class = "keyed"
+loss = "high"
+lease = "400ms"
+status_url = "http://127.0.0.1:{port}/status/{{operation_id}}"
+[tool.fingerprint]
+amount = ["amount", "currency"]
+
+[recovery]
+tick = "50ms"
+lease = "2s"
+query_timeout = "1s"
+"#
+    )
+}
+
+fn ext_charge(holder: &str, amount: &str) -> Value {
+    json!({"tool": "ext.charge", "holder": holder, "request": {"amount": amount, "currency": "EUR"}})
+}
+
+/// Claims and has the executor report `unknown`; returns the operation id.
+async fn unknown(server: &Server, key: &str) -> String {
+    let (s, c) = server.claim(TOKEN_A, key, ext_charge("w1", "10.50")).await;
+    assert_eq!(s, 201, "{c}");
+    let id = c["operation_id"].as_str().expect("id").to_owned();
+    let (_, b) = server
+        .post(
+            TOKEN_A,
+            &format!("/v1/operations/{id}/unknown"),
+            json!({"holder": "w1"}),
+        )
+        .await;
+    assert_eq!(b["state"], "outcome_unknown", "{b}");
+    id
+}
+
+/// Waits (bounded) until the operation reaches `state`, as recovery runs on its own schedule.
+async fn settles(server: &Server, id: &str, state: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (_, now) = server.get(TOKEN_A, &format!("/v1/operations/{id}")).await;
+        if now["state"] == state {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{id} never reached {state}: {now}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_outcomes_converge_on_what_the_external_system_says() {
+    let (sim, port) = start_sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_with(dir.path(), &extra_config(port), &[]);
+
+    let found = unknown(&server, "found").await;
+    sim.answer(&found, vec![(200, json!({"state": "succeeded", "resource_ref": "ext-1", "fields": {"amount": "10.5", "currency": "EUR"}}))]);
+    let absent = unknown(&server, "absent").await; // the simulator answers 404 by default
+    let limited = unknown(&server, "limited").await;
+    sim.answer(
+        &limited,
+        vec![
+            (429, json!({})),
+            (200, json!({"state": "succeeded", "resource_ref": "ext-3"})),
+        ],
+    );
+    let failed = unknown(&server, "failed").await;
+    sim.answer(
+        &failed,
+        vec![(200, json!({"state": "failed", "code": "declined"}))],
+    );
+    let mismatch = unknown(&server, "mismatch").await;
+    sim.answer(&mismatch, vec![(200, json!({"state": "succeeded", "resource_ref": "ext-5", "fields": {"amount": "99.00", "currency": "EUR"}}))]);
+
+    let now = settles(&server, &found, "completed").await;
+    assert_eq!(now["result"]["resource_ref"], "ext-1");
+    assert_eq!(
+        (
+            now["recovery"]["queries"].as_u64(),
+            now["recovery"]["last_result"].as_str()
+        ),
+        (Some(1), Some("found")),
+        "{now}"
+    );
+    let (s, b) = server
+        .claim(TOKEN_A, "found", ext_charge("w9", "10.50"))
+        .await;
+    assert_eq!((s, b["decision"].as_str()), (200, Some("replay")));
+
+    settles(&server, &absent, "released").await;
+    let (s, b) = server
+        .claim(TOKEN_A, "absent", ext_charge("w2", "10.50"))
+        .await;
+    assert_eq!(
+        (s, b["decision"].as_str(), b["operation_id"].as_str()),
+        (201, Some("execute"), Some(absent.as_str())),
+        "R17: retry with the same key"
+    );
+
+    let now = settles(&server, &limited, "completed").await;
+    assert!(now["recovery"]["queries"].as_u64() >= Some(2), "{now}");
+    assert!(sim.queries(&limited) >= 2);
+
+    let now = settles(&server, &failed, "failed").await;
+    assert_eq!(now["failure"]["code"], "declined");
+
+    settles(&server, &mismatch, "manual").await;
+    let (_, queue) = server.get(TOKEN_A, "/v1/reconciliation").await;
+    assert!(
+        queue["items"][0]["guidance"]
+            .as_str()
+            .is_some_and(|g| g.contains("key fields differ")),
+        "{queue}"
+    );
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_lease_is_investigated_never_taken_as_proof() {
+    let (sim, port) = start_sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_with(dir.path(), &extra_config(port), &[]);
+    let (_, c) = server
+        .claim(TOKEN_A, "abandoned", ext_charge("w1", "1"))
+        .await;
+    let id = c["operation_id"].as_str().expect("id").to_owned();
+    // The executor vanished after the external system accepted the call.
+    sim.answer(
+        &id,
+        vec![(
+            200,
+            json!({"state": "succeeded", "resource_ref": "ext-lapsed"}),
+        )],
+    );
+    let now = settles(&server, &id, "completed").await;
+    assert_eq!(now["result"]["resource_ref"], "ext-lapsed");
+    assert_eq!(sim.queries(&id), 1, "one recoverer, one query");
+    let (s, b) = server
+        .claim(TOKEN_A, "abandoned", ext_charge("w2", "1"))
+        .await;
+    assert_eq!(
+        (s, b["decision"].as_str()),
+        (200, Some("replay")),
+        "never a second execution"
+    );
+    server.stop();
+}
