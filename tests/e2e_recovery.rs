@@ -20,6 +20,13 @@ type Answer = (u16, Value);
 struct Sim {
     answers: Arc<Mutex<HashMap<String, Vec<Answer>>>>,
     queries: Arc<Mutex<HashMap<String, usize>>>,
+    /// Answer this when nothing was set for an id (404 when `None`).
+    fallback: Arc<Mutex<Option<Answer>>>,
+    /// Queries being answered right now, and the most seen at once.
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    in_flight_max: Arc<std::sync::atomic::AtomicUsize>,
+    /// How long each answer takes.
+    delay: Arc<Mutex<Duration>>,
 }
 
 impl Sim {
@@ -41,20 +48,33 @@ impl Sim {
 }
 
 async fn status(State(sim): State<Sim>, Path(id): Path<String>) -> Response {
+    use std::sync::atomic::Ordering;
+    // Counted on arrival: a query the recoverer gave up on (timeout) still reached us.
     let n = {
         let mut q = sim.queries.lock().expect("lock");
         let n = q.entry(id.clone()).or_default();
         *n += 1;
         *n
     };
+    let now = sim.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    sim.in_flight_max.fetch_max(now, Ordering::SeqCst);
+    let delay = *sim.delay.lock().expect("lock");
+    tokio::time::sleep(delay).await; // the external system's own latency
+    sim.in_flight.fetch_sub(1, Ordering::SeqCst);
+    answer_for(&sim, &id, n)
+}
+
+/// The `n`th answer for an id (the last one repeats), else the fallback, else 404.
+fn answer_for(sim: &Sim, id: &str, n: usize) -> Response {
     let answers = sim
         .answers
         .lock()
         .expect("lock")
-        .get(&id)
+        .get(id)
         .cloned()
         .unwrap_or_default();
-    let Some((code, body)) = answers.get(n - 1).or(answers.last()).cloned() else {
+    let fallback = sim.fallback.lock().expect("lock").clone();
+    let Some((code, body)) = answers.get(n - 1).or(answers.last()).cloned().or(fallback) else {
         return StatusCode::NOT_FOUND.into_response();
     };
     let code = StatusCode::from_u16(code).expect("status");
@@ -229,5 +249,106 @@ async fn a_lapsed_lease_is_investigated_never_taken_as_proof() {
         (200, Some("replay")),
         "never a second execution"
     );
+    server.stop();
+}
+
+fn batch_config(port: u16) -> String {
+    format!(
+        r#"
+[[tool]]
+name = "ext.charge"
+class = "keyed"
+loss = "high"
+lease = "200ms"
+status_url = "http://127.0.0.1:{port}/status/{{operation_id}}"
+
+[recovery]
+tick = "20ms"
+concurrency = 8
+lease = "5s"
+query_timeout = "2s"
+scan_batch = 5000
+"#
+    )
+}
+
+/// R29: a thousand stuck leases are recovered in batches, never more than the concurrency
+/// limit at once, each with exactly one query.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_stuck_leases_are_recovered_under_the_concurrency_limit() {
+    const STUCK: usize = 1000;
+    let (sim, port) = start_sim().await;
+    *sim.fallback.lock().expect("lock") =
+        Some((200, json!({"state": "succeeded", "resource_ref": "ext"})));
+    *sim.delay.lock().expect("lock") = Duration::from_millis(5);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Arc::new(Server::start_with(dir.path(), &batch_config(port), &[]));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..STUCK {
+        let server = server.clone();
+        tasks.spawn(async move {
+            let (s, c) = server
+                .claim(
+                    TOKEN_A,
+                    &format!("stuck-{i}"),
+                    json!({"tool": "ext.charge", "holder": "gone", "request": {"n": i}}),
+                )
+                .await;
+            assert!(s == 201 || s == 409 || s == 200, "{c}");
+            c["operation_id"].as_str().expect("id").to_owned()
+        });
+    }
+    let mut ids = Vec::new();
+    while let Some(id) = tasks.join_next().await {
+        ids.push(id.expect("task"));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let audit = server.cli_json("audit");
+        if audit["operations"]["completed"] == STUCK {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not all recovered: {audit}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let max = sim.in_flight_max.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(max <= 8, "at most the concurrency limit at once, saw {max}");
+    assert!(max >= 2, "recovered in parallel batches, saw {max}");
+    for id in &ids {
+        assert_eq!(sim.queries(id), 1, "{id}: one recoverer, one query");
+    }
+    Arc::into_inner(server).expect("sole owner").stop();
+}
+
+/// R29: a node killed in the middle of recovery; its recovery lease lapses and the next node
+/// (a blank recoverer) finishes the job — with one side effect and no second execution.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_in_the_middle_of_recovery_finishes_it() {
+    let (sim, port) = start_sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_with(dir.path(), &extra_config(port), &[]);
+    let id = unknown(&server, "mid").await;
+    // The first query hangs longer than the node lives.
+    *sim.delay.lock().expect("lock") = Duration::from_millis(1500);
+    sim.answer(
+        &id,
+        vec![(
+            200,
+            json!({"state": "succeeded", "resource_ref": "ext-mid"}),
+        )],
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sim.queries(&id) == 0 {
+        assert!(Instant::now() < deadline, "recovery never queried");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let server = server.kill9_and_restart();
+    *sim.delay.lock().expect("lock") = Duration::ZERO;
+    let now = settles(&server, &id, "completed").await;
+    assert_eq!(now["result"]["resource_ref"], "ext-mid");
+    let (s, b) = server
+        .claim(TOKEN_A, "mid", ext_charge("w2", "10.50"))
+        .await;
+    assert_eq!((s, b["decision"].as_str()), (200, Some("replay")));
     server.stop();
 }
