@@ -303,12 +303,34 @@ fn sync_parent(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// How long an open waits for sled to release its file lock after the previous handle in this
+/// process was dropped.
+const LOCK_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, sled::Error> {
-    sled::Config::new()
-        .path(dir)
-        .cache_capacity(cache_bytes)
-        .flush_every_ms(Some(1_000))
-        .open()
+    let open = || {
+        sled::Config::new()
+            .path(dir)
+            .cache_capacity(cache_bytes)
+            .flush_every_ms(Some(1_000))
+            .open()
+    };
+    // sled releases its file lock from its flusher thread some time after the last handle is
+    // dropped, so an in-process reopen (rebuild, tests) may briefly find it still held. Another
+    // process holding it keeps it for good, and that error is returned after the wait.
+    let deadline = std::time::Instant::now() + LOCK_RELEASE_WAIT;
+    loop {
+        match open() {
+            // sled reports it as ErrorKind::Other with this message (sled 0.34 config.rs).
+            Err(sled::Error::Io(e))
+                if e.to_string().starts_with("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// `Ok(true)`: matches; `Ok(false)`: no metadata yet; `Err(reason)`: belongs elsewhere.
