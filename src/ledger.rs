@@ -9,8 +9,8 @@ use crate::config::Principal;
 use crate::consumers::metrics::Metrics;
 use crate::core::contract::ToolContract;
 use crate::core::event::{
-    self, BusinessResult, Claim, Completion, Envelope, EventBody, Failure, FailureKind,
-    OperatorAction, Resolution, ResolvedOutcome, Transition,
+    self, BusinessResult, Claim, CompensationClaim, Completion, Envelope, EventBody, Evidence,
+    Failure, FailureKind, OperatorAction, Resolution, ResolvedOutcome, Transition,
 };
 use crate::core::fingerprint::{self, FingerprintError};
 use crate::core::input::{self, InputError};
@@ -18,9 +18,13 @@ use crate::core::key::{ClientKey, KeyError, OperationId, ScopedHash};
 use crate::core::operation::{OpState, OperationRecord};
 use crate::log::model::{EventLog, NewRecord, partition_for};
 use crate::projection::{Projection, ProjectionError};
+use crate::status;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Timeout of the status query a compensation request makes.
+pub const STATUS_QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Most queue entries read to order the operator queue by request time.
 pub const RECONCILIATION_SCAN_MAX: usize = 10_000;
@@ -69,6 +73,17 @@ pub enum LedgerError {
     /// The projection store failed.
     #[error(transparent)]
     Projection(#[from] ProjectionError),
+    /// The tool's contract names no compensating tool.
+    #[error("the tool's contract names no compensation")]
+    NoCompensation,
+    /// The original's outcome is not settled yet: converge it first (R25).
+    #[error(
+        "the original operation has not finished; its outcome must be settled before compensating"
+    )]
+    OriginalNotSettled,
+    /// The original definitely failed: there is nothing to compensate.
+    #[error("the original operation failed; there is nothing to compensate")]
+    NothingToCompensate,
 }
 
 /// A claim as callers send it.
@@ -138,6 +153,7 @@ pub struct Ledger<L: EventLog> {
     tools: Arc<HashMap<String, ToolContract>>,
     decision_wait: Duration,
     metrics: Option<Arc<Metrics>>,
+    status_client: reqwest::Client,
 }
 
 impl<L: EventLog> Ledger<L> {
@@ -155,6 +171,10 @@ impl<L: EventLog> Ledger<L> {
             tools: Arc::new(tools),
             decision_wait: DECISION_WAIT_DEFAULT,
             metrics: None,
+            status_client: reqwest::Client::builder()
+                .timeout(STATUS_QUERY_TIMEOUT)
+                .build()
+                .unwrap_or_default(),
         }
     }
 
@@ -329,6 +349,85 @@ impl<L: EventLog> Ledger<L> {
         };
         tracing::info!(operation = %id, operator = %operator.id, action = body.type_name(), "operator action");
         self.submit(record.scope, body).await
+    }
+
+    /// Requests the compensation of a completed operation (R24–R26): an operation of its own,
+    /// with a key derived from the original's, the compensating tool's contract and
+    /// fingerprint (the original's result reference included), executed through the same claim
+    /// protocol. Refused while the original is not settled (R25). If the original's tool can
+    /// be queried and reports a different resource version than at completion, a person
+    /// decides instead of automation.
+    pub async fn compensate(
+        &self,
+        principal: &Principal,
+        original_id: OperationId,
+        holder: &str,
+        request: &serde_json::Value,
+    ) -> Result<Answer, LedgerError> {
+        input::visible_ascii("holder", holder, input::HOLDER_BYTES_MAX)?;
+        let original = self.owned(principal, original_id)?;
+        let contract = self
+            .tools
+            .get(&original.tool)
+            .ok_or(LedgerError::UnknownTool)?;
+        let tool = contract
+            .compensation
+            .as_deref()
+            .ok_or(LedgerError::NoCompensation)?;
+        let compensating = self.tools.get(tool).ok_or(LedgerError::UnknownTool)?;
+        if !principal.may_use(tool) {
+            return Err(LedgerError::ToolNotAllowed);
+        }
+        let result = match &original.state {
+            OpState::Completed { result } => result,
+            OpState::Failed { .. } | OpState::Released { .. } => {
+                return Err(LedgerError::NothingToCompensate);
+            }
+            _ => return Err(LedgerError::OriginalNotSettled),
+        };
+        let fingerprint = fingerprint::fingerprint_v1(
+            &compensating.fingerprint,
+            request,
+            Some(&result.resource_ref),
+        )?;
+        let resource_changed = self.resource_changed(contract, &original, result).await;
+        let body = EventBody::CompensationClaimed(CompensationClaim {
+            claim: Claim {
+                principal: principal.id.clone(),
+                tool: tool.to_owned(),
+                holder: holder.to_owned(),
+                fingerprint,
+                parent: Some(original.id),
+                terms: compensating.terms(),
+            },
+            original: original.id,
+            resource_changed,
+        });
+        self.submit(original.scope.derived("compensation"), body)
+            .await
+    }
+
+    /// Whether the external system now reports another version of the original's resource
+    /// than the one recorded at completion. Only evidence counts: no version recorded, no
+    /// status URL, or an inconclusive answer all mean "no evidence of a change".
+    async fn resource_changed(
+        &self,
+        contract: &ToolContract,
+        original: &OperationRecord,
+        result: &BusinessResult,
+    ) -> bool {
+        let (Some(url), Some(recorded)) = (
+            contract.status_url.as_deref(),
+            result.headers.get(status::VERSION_HEADER),
+        ) else {
+            return false;
+        };
+        match status::query(&self.status_client, url, &original.id, contract).await {
+            Evidence::Found { result: now, .. } => {
+                now.headers.get(status::VERSION_HEADER) != Some(recorded)
+            }
+            _ => false,
+        }
     }
 
     /// Appends an event for an existing operation on behalf of a consumer (recovery): consumers

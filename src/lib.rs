@@ -22,4 +22,5 @@ pub mod ledger;
 pub mod log;
 pub mod node;
 pub mod projection;
+pub mod status;
 pub mod telemetry;

@@ -51,6 +51,9 @@ pub fn record_fields(principal: &Principal, record: &OperationRecord) -> Map<Str
     if let Some(parent) = record.parent {
         m.insert("parent".into(), json!(parent.to_string()));
     }
+    if let Some(original) = record.compensation_of {
+        m.insert("compensates".into(), json!(original.to_string()));
+    }
     if record.recovery.queries > 0 || record.recovery.lease.is_some() {
         let last = record.recovery.last.as_ref().map(|q| match q {
             QueryResult::Found => "found".to_owned(),
@@ -193,6 +196,10 @@ pub fn reconciliation_item(record: &OperationRecord) -> Value {
         }
         Some(UnknownCause::EvidenceMismatch) => {
             "the external system reported the effect, but its key fields differ from the intent"
+        }
+        Some(UnknownCause::ResourceChanged) => {
+            "a compensation was requested, but the external resource changed since the original \
+             completed; decide whether compensating is still right"
         }
         None => "it is no longer waiting for a person",
     };

@@ -58,6 +58,9 @@ impl From<LedgerError> for ApiError {
             E::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             E::DecisionTimeout => (StatusCode::SERVICE_UNAVAILABLE, "decision_timeout"),
             E::Projection(_) => (StatusCode::INTERNAL_SERVER_ERROR, "projection_error"),
+            E::NoCompensation => (StatusCode::CONFLICT, "no_compensation"),
+            E::OriginalNotSettled => (StatusCode::CONFLICT, "original_not_settled"),
+            E::NothingToCompensate => (StatusCode::CONFLICT, "nothing_to_compensate"),
         };
         if status.is_server_error() {
             tracing::error!(code, error = %e, "request failed");

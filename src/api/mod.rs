@@ -49,6 +49,7 @@ pub fn router<L: EventLog>(state: Arc<ApiState<L>>) -> Router {
         .route("/v1/operations/{id}/complete", post(complete::<L>))
         .route("/v1/operations/{id}/fail", post(fail::<L>))
         .route("/v1/operations/{id}/unknown", post(unknown::<L>))
+        .route("/v1/operations/{id}/compensate", post(compensate::<L>))
         .route("/v1/operations/{id}/takeover", post(take_over::<L>))
         .route("/v1/operations/{id}/resolve", post(resolve::<L>))
         .route("/v1/reconciliation", get(reconciliation::<L>))
@@ -508,4 +509,28 @@ async fn metrics<L: EventLog>(State(state): State<Arc<ApiState<L>>>) -> Response
         state.metrics.render(),
     )
         .into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompensateBody {
+    holder: String,
+    #[serde(default)]
+    request: serde_json::Value,
+}
+
+async fn compensate<L: EventLog>(
+    State(state): State<Arc<ApiState<L>>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let principal = agent(&state, &headers)?;
+    rejects_oversize(&headers, state.body_bytes_max)?;
+    let b: CompensateBody = json_body(body, state.body_bytes_max).await?;
+    let answer = state
+        .ledger
+        .compensate(&principal, operation_id(&id)?, &b.holder, &b.request)
+        .await?;
+    Ok(render_answer(&principal, &answer))
 }

@@ -83,6 +83,8 @@ pub enum EventBody {
     RecoveryStarted(RecoveryStart),
     /// What the recoverer learned from the external system (R17).
     EvidenceReported(EvidenceReport),
+    /// A claim for the compensation of a completed operation (R24, R25).
+    CompensationClaimed(CompensationClaim),
 }
 
 impl EventBody {
@@ -98,6 +100,7 @@ impl EventBody {
             Self::Resolved(_) => "resolved",
             Self::RecoveryStarted(_) => "recovery_started",
             Self::EvidenceReported(_) => "evidence_reported",
+            Self::CompensationClaimed(_) => "compensation_claimed",
         }
     }
 }
@@ -144,6 +147,19 @@ pub struct Resolution {
     pub by: OperatorAction,
     /// What the operator established.
     pub outcome: ResolvedOutcome,
+}
+
+/// A claim for a compensation: an operation of its own, with its own derived key, fingerprint
+/// and contract (the original tool's `compensation`), referencing the original (R24).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompensationClaim {
+    /// The claim, as for any operation (its `parent` is the original).
+    pub claim: Claim,
+    /// The operation compensated.
+    pub original: OperationId,
+    /// Evidence that the external resource changed since the original completed: a person
+    /// decides instead of automation (R25).
+    pub resource_changed: bool,
 }
 
 /// A recoverer's request to investigate.

@@ -16,6 +16,10 @@ pub enum UnknownCause {
     /// The external system reported the effect, but its key fields differ from the intent's
     /// fingerprint: a person must look (R17).
     EvidenceMismatch,
+    /// A compensation was requested, but the external resource changed since the original
+    /// completed (its version differs): a person decides, nothing is compensated automatically
+    /// (R25).
+    ResourceChanged,
 }
 
 /// Why an operation was released for another execution.
@@ -120,6 +124,8 @@ pub struct OperationRecord {
     pub fingerprint: Fingerprint,
     /// The upstream operation, for sub-keys (R5).
     pub parent: Option<OperationId>,
+    /// The operation this one compensates (R24), if it is a compensation.
+    pub compensation_of: Option<OperationId>,
     /// The contract terms frozen at the first claim.
     pub terms: ContractTerms,
     /// Current state.

@@ -3,7 +3,7 @@
 
 use crate::core::decision::Decision;
 use crate::core::event::EventBody;
-use crate::core::operation::{OpState, OperationRecord};
+use crate::core::operation::{OpState, OperationRecord, UnknownCause};
 
 /// What an applied event meant, as counted by the metrics consumer. Stable label values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -24,6 +24,9 @@ pub enum OutcomeKind {
     ManualTakeover,
     /// A transition was refused.
     Rejected,
+    /// A compensation failed, or could not run automatically because the resource changed
+    /// (R30).
+    CompensationFailure,
 }
 
 impl OutcomeKind {
@@ -38,8 +41,21 @@ impl OutcomeKind {
             Self::UnknownOutcome => "unknown_outcome",
             Self::ManualTakeover => "manual_takeover",
             Self::Rejected => "rejected",
+            Self::CompensationFailure => "compensation_failure",
         }
     }
+}
+
+/// A compensation that failed, or that a person must decide because the resource changed.
+fn compensation_failed(state: &OpState) -> bool {
+    matches!(
+        state,
+        OpState::Failed { .. }
+            | OpState::Manual {
+                cause: UnknownCause::ResourceChanged,
+                ..
+            }
+    )
 }
 
 fn unknown(state: &OpState) -> bool {
@@ -57,6 +73,13 @@ pub fn classify(
     decision: &Decision,
     after: Option<&OperationRecord>,
 ) -> Option<OutcomeKind> {
+    // Whether this event moved the operation into a state that `matches` describes.
+    let entered = |matches: fn(&OpState) -> bool| {
+        after.is_some_and(|a| matches(&a.state)) && !before.is_some_and(|b| matches(&b.state))
+    };
+    if after.is_some_and(|a| a.compensation_of.is_some()) && entered(compensation_failed) {
+        return Some(OutcomeKind::CompensationFailure);
+    }
     let kind = match (decision, before) {
         (Decision::Execute, None) => OutcomeKind::FirstExecution,
         (Decision::Execute, Some(b)) if after.is_some_and(|a| a.executions > b.executions) => {

@@ -29,7 +29,8 @@ use std::sync::Arc;
 /// projection of another format is rebuilt from the log (older events are upcast on the way).
 /// 2: `Manual` carries the operator who took it over; the operator-queue index exists.
 /// 3: records carry their recovery bookkeeping.
-pub const PROJECTION_FORMAT: u16 = 3;
+/// 4: records name the operation they compensate.
+pub const PROJECTION_FORMAT: u16 = 4;
 
 const PREFIX_RECORD: u8 = b'o';
 const PREFIX_QUEUE: u8 = b'q';

@@ -21,6 +21,7 @@ fn record(n: u8) -> OperationRecord {
             parts: vec![],
         },
         parent: None,
+        compensation_of: None,
         terms: ContractTerms {
             class: ToolClass::Keyed,
             loss: LossLevel::High,

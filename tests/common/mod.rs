@@ -2,6 +2,8 @@
 //! waits for its "listening" line (no sleeps), and talks to it over HTTP.
 #![allow(dead_code)]
 
+pub mod sim;
+
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

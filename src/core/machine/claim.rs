@@ -4,7 +4,7 @@
 use super::{Outcome, advanced};
 use crate::core::contract::UnknownPolicy;
 use crate::core::decision::Decision;
-use crate::core::event::{Claim, Envelope};
+use crate::core::event::{Claim, CompensationClaim, Envelope};
 use crate::core::operation::{OpState, OperationRecord, UnknownCause};
 
 /// The first claim for a scope: the claimant becomes the executor.
@@ -16,6 +16,7 @@ pub(super) fn first(envelope: &Envelope, claim: &Claim, at: u64) -> Outcome {
         tool: claim.tool.clone(),
         fingerprint: claim.fingerprint.clone(),
         parent: claim.parent,
+        compensation_of: None,
         terms: claim.terms,
         state: OpState::Processing {
             lease_expires_at_ms: at.saturating_add(claim.terms.lease_ms),
@@ -28,6 +29,24 @@ pub(super) fn first(envelope: &Envelope, claim: &Claim, at: u64) -> Outcome {
         recovery: Default::default(),
     };
     Outcome::changed(record, Decision::Execute)
+}
+
+/// The first claim of a compensation: executed like any claim, unless the external resource
+/// changed since the original completed — then a person decides (R25).
+pub(super) fn first_compensation(envelope: &Envelope, c: &CompensationClaim, at: u64) -> Outcome {
+    let executed = first(envelope, &c.claim, at);
+    let Some(mut record) = executed.changed else {
+        return executed;
+    };
+    record.compensation_of = Some(c.original);
+    if c.resource_changed {
+        record.state = OpState::Manual {
+            cause: UnknownCause::ResourceChanged,
+            operator: None,
+        };
+        return Outcome::changed(record, Decision::Manual);
+    }
+    Outcome::changed(record, executed.decision)
 }
 
 /// A claim for a scope that already has an operation.

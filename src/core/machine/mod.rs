@@ -58,6 +58,10 @@ pub fn apply(current: Option<&OperationRecord>, event: &LoggedEvent) -> Outcome 
     match (&event.envelope.body, current) {
         (EventBody::Claimed(claim), None) => claim::first(&event.envelope, claim, at),
         (EventBody::Claimed(claim), Some(record)) => claim::again(record, claim, at),
+        (EventBody::CompensationClaimed(c), None) => {
+            claim::first_compensation(&event.envelope, c, at)
+        }
+        (EventBody::CompensationClaimed(c), Some(record)) => claim::again(record, &c.claim, at),
         (_, None) => Outcome::rejected(Rejection::UnknownOperation),
         (EventBody::Heartbeat(by), Some(record)) => report::heartbeat(record, by, at),
         (EventBody::Completed(c), Some(record)) => report::complete(record, c, at),

@@ -4,9 +4,9 @@ use super::apply;
 use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
 use crate::core::decision::{Decision, Rejection};
 use crate::core::event::{
-    BusinessResult, Claim, Completion, Envelope, EventBody, Evidence, EvidenceReport, Failure,
-    FailureKind, LoggedEvent, OperatorAction, RecoveryStart, Resolution, ResolvedOutcome,
-    Transition,
+    BusinessResult, Claim, CompensationClaim, Completion, Envelope, EventBody, Evidence,
+    EvidenceReport, Failure, FailureKind, LoggedEvent, OperatorAction, RecoveryStart, Resolution,
+    ResolvedOutcome, Transition,
 };
 use crate::core::fingerprint::{Category, FINGERPRINT_VERSION, Fingerprint};
 use crate::core::key::{OperationId, ScopedHash};
@@ -877,6 +877,38 @@ fn given_a_person_decides_when_evidence_arrives_then_nothing_to_recover() {
         s.when(LEASE + 1, evidence("r1", Evidence::Absent)),
         Decision::Rejected(Rejection::NothingToRecover)
     );
+}
+
+#[test]
+fn given_a_compensation_claim_when_the_resource_changed_then_a_person_decides() {
+    let claim = |changed: bool| {
+        EventBody::CompensationClaimed(CompensationClaim {
+            claim: match claim_by("r1", terms(ToolClass::Keyed, true), 5) {
+                EventBody::Claimed(c) => c,
+                _ => unreachable!("claim_by builds a claim"),
+            },
+            original: OperationId([1; 16]),
+            resource_changed: changed,
+        })
+    };
+    let mut s = Scenario::new(terms(ToolClass::Keyed, true));
+    assert_eq!(s.when(0, claim(true)), Decision::Manual);
+    assert_eq!(
+        s.state(),
+        &OpState::Manual {
+            cause: UnknownCause::ResourceChanged,
+            operator: None
+        }
+    );
+    assert_eq!(s.record().compensation_of, Some(OperationId([1; 16])));
+    let mut s = Scenario::new(terms(ToolClass::Keyed, true));
+    assert_eq!(s.when(0, claim(false)), Decision::Execute);
+    assert_eq!(
+        s.when(1, claim(true)),
+        Decision::Execute,
+        "the same holder again"
+    );
+    assert_eq!(s.state().name(), "processing");
 }
 
 mod model {
