@@ -22,5 +22,6 @@ pub mod ledger;
 pub mod log;
 pub mod node;
 pub mod projection;
+pub mod sim;
 pub mod status;
 pub mod telemetry;
