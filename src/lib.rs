@@ -18,6 +18,7 @@ pub mod config;
 #[path = "../consumers/mod.rs"]
 pub mod consumers;
 pub mod core;
+pub mod demo;
 pub mod ledger;
 pub mod log;
 pub mod node;

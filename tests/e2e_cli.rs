@@ -98,3 +98,36 @@ fn help_explains_every_command() {
         assert!(help.contains(command), "{help}");
     }
 }
+
+#[test]
+fn the_demo_runs_a_fleet_and_reports_no_second_side_effect() {
+    let out = opledger()
+        .args(["demo", "--agents", "5", "--intents", "6", "--seed", "3"])
+        .output()
+        .expect("runs");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = |name: &str| -> u64 {
+        table
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .and_then(|l| {
+                l[name.len() + 2..]
+                    .split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse().ok())
+            })
+            .unwrap_or_else(|| panic!("no row {name}: {table}"))
+    };
+    assert_eq!(row("intents"), 30, "{table}");
+    assert_eq!(row("second side effects"), 0, "{table}");
+    assert_eq!(
+        row("side effects performed"),
+        30,
+        "every intent ran exactly once: {table}"
+    );
+}

@@ -59,6 +59,22 @@ enum Command {
         #[command(flatten)]
         args: ConfigArgs,
     },
+    /// Run a simulated agent fleet against a fresh embedded ledger and a simulated external
+    /// service, with injected timeouts, agent crashes and retry storms; print what happened.
+    Demo {
+        /// Concurrent agents.
+        #[arg(long, default_value_t = 20)]
+        agents: u64,
+        /// Intents per agent.
+        #[arg(long, default_value_t = 10)]
+        intents: u64,
+        /// Seed of the injected faults (same seed, same faults).
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Where the demo ledger lives (default: a temporary directory, removed afterwards).
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+    },
     /// Check a config file without touching any data: prints what it declares, or the setting
     /// that is wrong.
     Check {
@@ -98,6 +114,19 @@ pub fn main() -> ExitCode {
         Command::Audit { args } => audit(&args),
         Command::Rebuild { args } => rebuild(&args),
         Command::Check { config } => check(&config),
+        Command::Demo {
+            agents,
+            intents,
+            seed,
+            data_dir,
+        } => demo(
+            opledger::demo::DemoOptions {
+                agents,
+                intents,
+                seed,
+            },
+            data_dir,
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -152,5 +181,33 @@ fn check(path: &std::path::Path) -> anyhow::Result<()> {
         config.principals_by_token.len(),
         tools.join(", ")
     );
+    Ok(())
+}
+
+fn demo(options: opledger::demo::DemoOptions, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
+    opledger::telemetry::init("warn");
+    let temporary = data_dir.is_none();
+    let dir = data_dir.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("opledger-demo-{}", uuid::Uuid::new_v4().simple()))
+    });
+    eprintln!(
+        "opledger demo: {} agents x {} intents (seed {}), ledger in {}",
+        options.agents,
+        options.intents,
+        options.seed,
+        dir.display()
+    );
+    let report = runtime()?.block_on(opledger::demo::run(&dir, options));
+    if temporary {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let report = report?;
+    println!("{}", opledger::demo::render(&report));
+    if report.second_side_effects > 0 {
+        anyhow::bail!(
+            "{} intents had a second side effect",
+            report.second_side_effects
+        );
+    }
     Ok(())
 }
