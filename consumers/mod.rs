@@ -5,3 +5,4 @@
 pub mod audit;
 pub mod metrics;
 pub mod recovery;
+pub mod retention;

@@ -68,7 +68,8 @@ pub struct Node {
     healthy: bool,
     stop: watch::Sender<bool>,
     arbiters: JoinSet<Result<(), ArbiterError>>,
-    recovery: Option<tokio::task::JoinHandle<()>>,
+    /// Recovery and retention: background consumers that stop on the stop signal.
+    consumers: Vec<tokio::task::JoinHandle<()>>,
 }
 
 /// Opens the embedded log of a config.
@@ -139,15 +140,23 @@ impl Node {
             )
             .with_metrics(metrics.clone()),
         );
-        let recovery = config.recovery.clone().map(|options| {
-            tokio::spawn(crate::consumers::recovery::run(
+        let mut consumers = Vec::new();
+        if let Some(options) = config.recovery.clone() {
+            // Retention sweeps on the same schedule as recovery (both are background upkeep).
+            consumers.push(tokio::spawn(crate::consumers::retention::run(
+                ledger.clone(),
+                options.tick,
+                options.scan_batch,
+                stopped.clone(),
+            )));
+            consumers.push(tokio::spawn(crate::consumers::recovery::run(
                 ledger.clone(),
                 options,
                 stopped.clone(),
-            ))
-        });
+            )));
+        }
         Ok(Self {
-            recovery,
+            consumers,
             ledger,
             metrics,
             log,
@@ -185,9 +194,9 @@ impl Node {
     /// without error) and closes the log.
     pub async fn shutdown(mut self) -> Result<(), NodeError> {
         let _ = self.stop.send(true);
-        if let Some(recovery) = self.recovery.take() {
-            // It returns on the stop signal; a panic there changes nothing durable.
-            let _ = recovery.await;
+        for consumer in self.consumers.drain(..) {
+            // Each returns on the stop signal; a panic there changes nothing durable.
+            let _ = consumer.await;
         }
         while let Some(joined) = self.arbiters.join_next().await {
             match joined {

@@ -133,6 +133,9 @@ pub fn record_fields(principal: &Principal, record: &OperationRecord) -> Map<Str
         } => {
             m.insert("taken_over_by".into(), json!(operator));
         }
+        OpState::Expired { from } => {
+            m.insert("expired_from".into(), json!(from));
+        }
         OpState::OutcomeUnknown { .. } | OpState::Manual { operator: None, .. } => {}
     }
     m

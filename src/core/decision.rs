@@ -83,6 +83,10 @@ pub enum Rejection {
     NotDue,
     /// Evidence from a recoverer that does not hold the recovery lease.
     NotRecoverer,
+    /// Its retention has not lapsed yet (by the log's time).
+    NotExpired,
+    /// Only settled operations expire; this one may still have an effect nobody knows of.
+    NotSettled,
 }
 
 impl Rejection {
@@ -103,6 +107,8 @@ impl Rejection {
             Self::RecoveryInProgress => "recovery_in_progress",
             Self::NotDue => "not_due",
             Self::NotRecoverer => "not_recoverer",
+            Self::NotExpired => "not_expired",
+            Self::NotSettled => "not_settled",
         }
     }
 
@@ -123,6 +129,8 @@ impl Rejection {
             Self::RecoveryInProgress => 12,
             Self::NotDue => 13,
             Self::NotRecoverer => 14,
+            Self::NotExpired => 15,
+            Self::NotSettled => 16,
         }
     }
 }

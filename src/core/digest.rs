@@ -43,6 +43,7 @@ enum StateView<'a> {
     Released(&'a ReleaseCause),
     // Added after v1's variants, so every earlier state encodes (and digests) as before.
     TakenOver(UnknownCause, &'a str),
+    Expired(&'a str),
 }
 
 impl<'a> From<&'a OpState> for StateView<'a> {
@@ -60,6 +61,7 @@ impl<'a> From<&'a OpState> for StateView<'a> {
                 cause,
                 operator: Some(operator),
             } => Self::TakenOver(*cause, operator),
+            OpState::Expired { from } => Self::Expired(from),
             OpState::Released { cause } => Self::Released(cause),
         }
     }

@@ -85,6 +85,8 @@ pub enum EventBody {
     EvidenceReported(EvidenceReport),
     /// A claim for the compensation of a completed operation (R24, R25).
     CompensationClaimed(CompensationClaim),
+    /// The retention consumer asks to expire a settled operation whose retention lapsed (R22).
+    ExpiryRequested,
 }
 
 impl EventBody {
@@ -101,6 +103,7 @@ impl EventBody {
             Self::RecoveryStarted(_) => "recovery_started",
             Self::EvidenceReported(_) => "evidence_reported",
             Self::CompensationClaimed(_) => "compensation_claimed",
+            Self::ExpiryRequested => "expiry_requested",
         }
     }
 }

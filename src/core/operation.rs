@@ -73,6 +73,12 @@ pub enum OpState {
         /// The operator who took it over, if one did.
         operator: Option<String>,
     },
+    /// Its retention lapsed (R22): the cached answer is gone and the key starts a new intent.
+    /// The history stays in the log; only settled operations expire.
+    Expired {
+        /// The state it expired from.
+        from: String,
+    },
     /// The next claim executes it again, under the same key and operation id.
     Released {
         /// Why running it again is safe.
@@ -90,17 +96,19 @@ impl OpState {
             Self::OutcomeUnknown { .. } => "outcome_unknown",
             Self::Manual { .. } => "manual",
             Self::Released { .. } => "released",
+            Self::Expired { .. } => "expired",
         }
     }
 
     /// All state names, in a fixed order (for audit output that lists every state).
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         "processing",
         "completed",
         "failed",
         "outcome_unknown",
         "manual",
         "released",
+        "expired",
     ];
 
     /// Whether the operation has finished for good (completed or definitely failed).

@@ -56,6 +56,11 @@ pub(super) fn again(record: &OperationRecord, claim: &Claim, at: u64) -> Outcome
         record.principal, claim.principal,
         "scope shared by two principals"
     );
+    // After its retention the key starts a new intent (R22): a new execution whose fingerprint
+    // is the new request's.
+    if let OpState::Expired { .. } = record.state {
+        return anew_after_expiry(record, claim, at);
+    }
     // The first fingerprint is never overwritten (R9): any difference is a conflict, whatever
     // the state.
     let categories = record.fingerprint.differing_categories(&claim.fingerprint);
@@ -67,6 +72,7 @@ pub(super) fn again(record: &OperationRecord, claim: &Claim, at: u64) -> Outcome
         OpState::OutcomeUnknown { .. } => Outcome::unchanged(Decision::OutcomeUnknown),
         OpState::Manual { .. } => Outcome::unchanged(Decision::Manual),
         OpState::Released { .. } => execute_anew(record, claim, at),
+        OpState::Expired { .. } => anew_after_expiry(record, claim, at),
         OpState::Processing {
             lease_expires_at_ms,
         } if at < *lease_expires_at_ms => {
@@ -111,6 +117,24 @@ pub(super) fn again(record: &OperationRecord, claim: &Claim, at: u64) -> Outcome
             ),
         },
     }
+}
+
+/// A new intent under a key whose previous operation expired: executes, with the new
+/// request's fingerprint and fresh recovery bookkeeping.
+fn anew_after_expiry(record: &OperationRecord, claim: &Claim, at: u64) -> Outcome {
+    let mut next = advanced(
+        record,
+        OpState::Processing {
+            lease_expires_at_ms: at.saturating_add(claim.terms.lease_ms),
+        },
+        at,
+    );
+    next.holder = claim.holder.clone();
+    next.executions = record.executions.saturating_add(1);
+    next.fingerprint = claim.fingerprint.clone();
+    next.terms = claim.terms;
+    next.recovery = Default::default();
+    Outcome::changed(next, Decision::Execute)
 }
 
 /// A new execution of an existing operation by the claimant (after a release, or a lapsed lease

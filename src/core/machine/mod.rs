@@ -9,6 +9,7 @@ mod claim;
 mod operator;
 mod recovery;
 mod report;
+mod retention;
 #[cfg(test)]
 mod tests;
 
@@ -62,6 +63,7 @@ pub fn apply(current: Option<&OperationRecord>, event: &LoggedEvent) -> Outcome 
             claim::first_compensation(&event.envelope, c, at)
         }
         (EventBody::CompensationClaimed(c), Some(record)) => claim::again(record, &c.claim, at),
+        (EventBody::ExpiryRequested, Some(record)) => retention::expire(record, at),
         (_, None) => Outcome::rejected(Rejection::UnknownOperation),
         (EventBody::Heartbeat(by), Some(record)) => report::heartbeat(record, by, at),
         (EventBody::Completed(c), Some(record)) => report::complete(record, c, at),

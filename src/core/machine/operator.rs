@@ -41,7 +41,7 @@ pub(super) fn take_over(record: &OperationRecord, by: &OperatorAction, at: u64) 
         OpState::Completed { .. } | OpState::Failed { .. } => {
             return Outcome::rejected(Rejection::AlreadyFinished);
         }
-        OpState::Processing { .. } | OpState::Released { .. } => {
+        OpState::Processing { .. } | OpState::Released { .. } | OpState::Expired { .. } => {
             return Outcome::rejected(Rejection::NothingToTakeOver);
         }
     };

@@ -27,7 +27,7 @@ pub(super) fn heartbeat(record: &OperationRecord, by: &Transition, at: u64) -> O
             Decision::Accepted,
         ),
         OpState::Processing { .. } => Outcome::rejected(Rejection::LeaseExpired),
-        OpState::Completed { .. } | OpState::Failed { .. } => {
+        OpState::Completed { .. } | OpState::Failed { .. } | OpState::Expired { .. } => {
             Outcome::rejected(Rejection::AlreadyFinished)
         }
         OpState::OutcomeUnknown { .. } | OpState::Manual { .. } | OpState::Released { .. } => {
@@ -71,7 +71,7 @@ pub(super) fn complete(record: &OperationRecord, c: &Completion, at: u64) -> Out
             ),
             Decision::Accepted,
         ),
-        OpState::Completed { .. } | OpState::Failed { .. } => {
+        OpState::Completed { .. } | OpState::Failed { .. } | OpState::Expired { .. } => {
             Outcome::rejected(Rejection::AlreadyFinished)
         }
         _ => Outcome::rejected(Rejection::NotRunning),
@@ -112,7 +112,7 @@ pub(super) fn fail(record: &OperationRecord, f: &Failure, at: u64) -> Outcome {
             ),
             Decision::Accepted,
         ),
-        (OpState::Completed { .. } | OpState::Failed { .. }, _) => {
+        (OpState::Completed { .. } | OpState::Failed { .. } | OpState::Expired { .. }, _) => {
             Outcome::rejected(Rejection::AlreadyFinished)
         }
         _ => Outcome::rejected(Rejection::NotRunning),
@@ -150,7 +150,7 @@ pub(super) fn unknown(record: &OperationRecord, by: &Transition, at: u64) -> Out
             };
             Outcome::changed(advanced(record, state, at), Decision::Accepted)
         }
-        OpState::Completed { .. } | OpState::Failed { .. } => {
+        OpState::Completed { .. } | OpState::Failed { .. } | OpState::Expired { .. } => {
             Outcome::rejected(Rejection::AlreadyFinished)
         }
         OpState::OutcomeUnknown { .. } | OpState::Manual { .. } | OpState::Released { .. } => {

@@ -911,6 +911,61 @@ fn given_a_compensation_claim_when_the_resource_changed_then_a_person_decides() 
     assert_eq!(s.state().name(), "processing");
 }
 
+#[test]
+fn given_a_settled_operation_when_its_retention_lapses_then_it_expires_and_the_key_starts_anew() {
+    let retention = 100_000;
+    let mut s = Scenario::claimed();
+    s.when(10, complete("w1", "ch_1"));
+    assert_eq!(
+        s.when(10 + retention - 1, EventBody::ExpiryRequested),
+        Decision::Rejected(Rejection::NotExpired),
+        "the boundary is the log's time"
+    );
+    assert_eq!(
+        s.when(10 + retention, EventBody::ExpiryRequested),
+        Decision::Accepted
+    );
+    assert_eq!(
+        s.state(),
+        &OpState::Expired {
+            from: "completed".into()
+        }
+    );
+    assert_eq!(
+        s.when(10 + retention + 1, EventBody::ExpiryRequested),
+        Decision::Unchanged
+    );
+    assert_eq!(
+        s.when(10 + retention + 1, complete("w1", "late")),
+        Decision::Rejected(Rejection::AlreadyFinished)
+    );
+    // A new intent under the expired key: executes, with its own fingerprint.
+    let new_intent = claim_by("w2", s.terms, 9);
+    assert_eq!(s.when(10 + retention + 2, new_intent), Decision::Execute);
+    assert_eq!(s.record().fingerprint, fingerprint(9));
+    assert_eq!(s.record().executions, 2);
+}
+
+#[test]
+fn given_an_unsettled_operation_when_expiry_is_requested_then_not_settled() {
+    let mut s = Scenario::claimed();
+    assert_eq!(
+        s.when(1_000_000, EventBody::ExpiryRequested),
+        Decision::Rejected(Rejection::NotSettled),
+        "a processing operation may have an effect nobody knows of"
+    );
+    s.when(LEASE, s.claim("w2"));
+    assert_eq!(
+        s.when(1_000_000, EventBody::ExpiryRequested),
+        Decision::Rejected(Rejection::NotSettled)
+    );
+    let mut m = manual();
+    assert_eq!(
+        m.when(1_000_000, EventBody::ExpiryRequested),
+        Decision::Rejected(Rejection::NotSettled)
+    );
+}
+
 mod model {
     //! Random histories against the invariants every history must keep (printed seed on
     //! failure by proptest).
@@ -977,6 +1032,7 @@ mod model {
                     ResolvedOutcome::Completed(result(&format!("op-{holder}")))
                 },
             }),
+            11 => EventBody::ExpiryRequested,
             _ => EventBody::Heartbeat(by(holder, version)),
         }
     }
@@ -986,7 +1042,7 @@ mod model {
         fn every_history_keeps_the_invariants(
             class in prop_oneof![Just(ToolClass::Natural), Just(ToolClass::Keyed), Just(ToolClass::Unsafe)],
             queryable in any::<bool>(),
-            steps in proptest::collection::vec((0u8..11, 0usize..3, 0u64..700, 0u8..2, proptest::option::of(0u64..4)), 1..80),
+            steps in proptest::collection::vec((0u8..12, 0usize..3, 0u64..3000, 0u8..2, proptest::option::of(0u64..4)), 1..80),
         ) {
             let t = terms(class, queryable);
             let holders = ["w0", "w1", "w2"];
@@ -999,25 +1055,24 @@ mod model {
             };
             let mut s = Scenario::new(t);
             let mut at = 0;
-            let mut first_fingerprint = None;
             for &(kind, h, dt, amount, version) in &steps {
                 at += dt;
                 let before = s.record.clone();
                 let ev = body(kind, holders[h], amount, t, version);
-                let is_claim = matches!(ev, EventBody::Claimed(_));
                 let decision = s.when(at, ev);
                 let after = s.record.clone();
-                if is_claim && first_fingerprint.is_none() {
-                    first_fingerprint = Some(fingerprint(amount));
-                }
                 match (&before, &after) {
                     (None, Some(r)) => prop_assert_eq!(r.version, 1),
                     (Some(b), Some(a)) => {
                         prop_assert!(a.version == b.version || a.version == b.version + 1);
-                        prop_assert_eq!(&a.fingerprint, &b.fingerprint, "first fingerprint kept");
-                        prop_assert_eq!((a.id, a.scope, &a.principal, a.terms), (b.id, b.scope, &b.principal, b.terms));
-                        if b.state.is_terminal() {
-                            prop_assert_eq!(&a.state, &b.state, "terminal states never change");
+                        let expired = matches!(b.state, OpState::Expired { .. });
+                        if !expired {
+                            // Only an expired key starts a new intent with a new fingerprint.
+                            prop_assert_eq!(&a.fingerprint, &b.fingerprint, "first fingerprint kept");
+                        }
+                        prop_assert_eq!((a.id, a.scope, &a.principal), (b.id, b.scope, &b.principal));
+                        if b.state.is_terminal() && !matches!(a.state, OpState::Expired { .. }) {
+                            prop_assert_eq!(&a.state, &b.state, "terminal states change only by expiring");
                         }
                     }
                     (Some(_), None) => prop_assert!(false, "a record never disappears"),
@@ -1036,8 +1091,8 @@ mod model {
                     }
                     _ => {}
                 }
-                if let (Decision::Conflict { categories }, Some(fp)) = (&decision, &first_fingerprint) {
-                    prop_assert_eq!(categories.clone(), fp.differing_categories(&fingerprint(amount)));
+                if let (Decision::Conflict { categories }, Some(b)) = (&decision, &before) {
+                    prop_assert_eq!(categories.clone(), b.fingerprint.differing_categories(&fingerprint(amount)));
                 }
             }
             // Deterministic: the same history gives the same decisions and the same record.

@@ -1,0 +1,29 @@
+//! Retention (R22): a settled operation's cached answer expires through an event, by the log's
+//! time, so every replay of the log agrees on when a key became free again. Nothing that may
+//! have caused an unknown side effect expires: only completed, definitely failed and released
+//! operations do.
+
+use super::{Outcome, advanced};
+use crate::core::decision::{Decision, Rejection};
+use crate::core::operation::{OpState, OperationRecord};
+
+/// Expires a settled operation whose retention lapsed.
+pub(super) fn expire(record: &OperationRecord, at: u64) -> Outcome {
+    match &record.state {
+        OpState::Completed { .. } | OpState::Failed { .. } | OpState::Released { .. } => {}
+        OpState::Expired { .. } => return Outcome::unchanged(Decision::Unchanged),
+        _ => return Outcome::rejected(Rejection::NotSettled),
+    }
+    if at
+        < record
+            .updated_at_ms
+            .saturating_add(record.terms.retention_ms)
+    {
+        return Outcome::rejected(Rejection::NotExpired);
+    }
+    let from = record.state.name().to_owned();
+    Outcome::changed(
+        advanced(record, OpState::Expired { from }, at),
+        Decision::Accepted,
+    )
+}

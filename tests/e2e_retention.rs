@@ -1,0 +1,106 @@
+//! The retention boundary through the real binary (R22, R29): settled operations expire by an
+//! event after their tool's retention; nothing that may have caused an unknown effect expires.
+
+mod common;
+
+use common::{Server, TOKEN_A};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const CONFIG: &str = r#"
+[[tool]]
+name = "short.keyed"
+class = "keyed"
+loss = "high"
+lease = "30s"
+retention = "300ms"
+[tool.fingerprint]
+amount = ["amount"]
+
+[recovery]
+tick = "50ms"
+"#;
+
+fn intent(holder: &str, amount: &str) -> Value {
+    json!({"tool": "short.keyed", "holder": holder, "request": {"amount": amount}})
+}
+
+async fn state_of(server: &Server, id: &str) -> Value {
+    server.get(TOKEN_A, &format!("/v1/operations/{id}")).await.1
+}
+
+async fn expires(server: &Server, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let now = state_of(server, id).await;
+        if now["state"] == "expired" {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "{id} never expired: {now}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settled_operations_expire_after_retention_and_unknown_ones_never_do() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_with(dir.path(), CONFIG, &[]);
+
+    let (_, c) = server.claim(TOKEN_A, "done", intent("w1", "5.00")).await;
+    let done = c["operation_id"].as_str().expect("id").to_owned();
+    server.complete(TOKEN_A, &done, "w1", "ch_1").await;
+    // Within retention: replays, and a changed request conflicts.
+    let (s, b) = server.claim(TOKEN_A, "done", intent("w2", "6.00")).await;
+    assert_eq!((s, b["decision"].as_str()), (422, Some("conflict")));
+
+    let (_, f) = server
+        .claim(TOKEN_A, "declined", intent("w1", "5.00"))
+        .await;
+    let declined = f["operation_id"].as_str().expect("id").to_owned();
+    server
+        .post(
+            TOKEN_A,
+            &format!("/v1/operations/{declined}/fail"),
+            json!({"holder": "w1", "kind": "definite", "code": "declined"}),
+        )
+        .await;
+
+    // An operation whose effect nobody knows of: it goes to a person and never expires.
+    let (_, u) = server.claim(TOKEN_A, "unknown", intent("w1", "5.00")).await;
+    let unknown = u["operation_id"].as_str().expect("id").to_owned();
+    server
+        .post(
+            TOKEN_A,
+            &format!("/v1/operations/{unknown}/unknown"),
+            json!({"holder": "w1"}),
+        )
+        .await;
+
+    let now = expires(&server, &done).await;
+    assert_eq!(now["expired_from"], "completed");
+    assert!(
+        now.get("result").is_none(),
+        "the cached result is gone: {now}"
+    );
+    expires(&server, &declined).await;
+
+    // After retention the key starts a new intent: it executes, once.
+    let (s, b) = server.claim(TOKEN_A, "done", intent("w3", "6.00")).await;
+    assert_eq!(
+        (s, b["decision"].as_str(), b["operation_id"].as_str()),
+        (201, Some("execute"), Some(done.as_str())),
+        "{b}"
+    );
+    let (s, b) = server.claim(TOKEN_A, "done", intent("w4", "6.00")).await;
+    assert_eq!((s, b["decision"].as_str()), (409, Some("in_progress")));
+
+    // Long past its retention, the unknown one is still with a person.
+    assert_eq!(state_of(&server, &unknown).await["state"], "manual");
+    let audit = server.cli_json("audit");
+    assert!(
+        audit["events_by_type"]["expiry_requested"].as_u64() >= Some(2),
+        "{audit}"
+    );
+    assert_eq!(audit["operations"]["manual"], 1, "{audit}");
+    server.stop();
+}
