@@ -36,6 +36,8 @@ pub struct Simulated {
     rate_limited: AtomicUsize,
     /// Status queries answered.
     status_queries: AtomicU64,
+    /// Added latency of every answer, in milliseconds.
+    delay_ms: AtomicU64,
     next_resource: AtomicU64,
 }
 
@@ -82,6 +84,19 @@ impl Simulated {
         self.rate_limited.store(n, Ordering::SeqCst);
     }
 
+    /// Every answer (execute and status) takes this long from now on.
+    pub fn delay(&self, latency: Duration) {
+        let ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
+        self.delay_ms.store(ms, Ordering::SeqCst);
+    }
+
+    async fn latency(&self) {
+        let ms = self.delay_ms.load(Ordering::SeqCst);
+        if ms > 0 {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+    }
+
     /// Status queries answered so far.
     pub fn status_queries(&self) -> u64 {
         self.status_queries.load(Ordering::SeqCst)
@@ -111,6 +126,7 @@ async fn execute(
     State(s): State<Arc<Simulated>>,
     Path((mode, id)): Path<(String, String)>,
 ) -> Response {
+    s.latency().await;
     let keyed = mode == "keyed";
     *lock(&s.calls).entry(id.clone()).or_default() += 1;
     let resource = {
@@ -150,6 +166,7 @@ async fn execute(
 
 async fn status(State(s): State<Arc<Simulated>>, Path(id): Path<String>) -> Response {
     s.status_queries.fetch_add(1, Ordering::SeqCst);
+    s.latency().await;
     let limited = s
         .rate_limited
         .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -187,4 +204,54 @@ pub async fn call(
     body.get("resource_ref")
         .and_then(|r| r.as_str())
         .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_simulated_service_counts_effects_and_misbehaves_on_request() {
+        let sim = start().await.expect("starts");
+        let http = reqwest::Client::new();
+        let t = Duration::from_secs(2);
+        let first = call(&http, sim.addr, "keyed", "op-1", t).await;
+        let again = call(&http, sim.addr, "keyed", "op-1", t).await;
+        assert_eq!(first, again, "a keyed repeat returns the first effect");
+        assert_eq!((sim.state.effects("op-1"), sim.state.calls("op-1")), (1, 2));
+        call(&http, sim.addr, "unsafe", "op-2", t).await;
+        call(&http, sim.addr, "unsafe", "op-2", t).await;
+        assert_eq!(
+            sim.state.effects("op-2"),
+            2,
+            "unsafe calls are not deduplicated"
+        );
+
+        sim.state.drop_next_response("op-3");
+        let lost = call(&http, sim.addr, "keyed", "op-3", Duration::from_millis(200)).await;
+        assert_eq!(lost, None);
+        assert_eq!(sim.state.effects("op-3"), 1, "the effect happened anyway");
+
+        let status = |id: &'static str| {
+            let http = http.clone();
+            let url = format!("http://{}/status/{id}", sim.addr);
+            async move {
+                http.get(url)
+                    .send()
+                    .await
+                    .expect("answers")
+                    .status()
+                    .as_u16()
+            }
+        };
+        assert_eq!(status("op-3").await, 200);
+        assert_eq!(status("never").await, 404);
+        sim.state.rate_limit_status(1);
+        assert_eq!(status("op-3").await, 429);
+        assert_eq!(status("op-3").await, 200);
+
+        sim.state.delay(Duration::from_millis(300));
+        let slow = call(&http, sim.addr, "keyed", "op-4", Duration::from_millis(100)).await;
+        assert_eq!(slow, None, "a slow service times the caller out");
+    }
 }
