@@ -84,7 +84,11 @@ pub async fn run<L: EventLog>(
                 continue;
             }
         };
-        cursor = next;
+        // When more are due than may run at once, scan the same slice again next tick, so the
+        // rest keep their place in the order instead of waiting a whole cycle.
+        if candidates.len() <= options.concurrency {
+            cursor = next;
+        }
         let mut tasks = tokio::task::JoinSet::new();
         for record in candidates.into_iter().take(options.concurrency) {
             let (ledger, client, options) = (ledger.clone(), client.clone(), options.clone());
@@ -154,14 +158,15 @@ async fn investigate<L: EventLog>(
     if !matches!(now.state, OpState::OutcomeUnknown { .. }) {
         return; // the tool's policy settled it (released or sent to a person)
     }
-    let Some(contract) = ledger.tools().get(&now.tool) else {
-        tracing::warn!(operation = %now.id, "recovery: the tool is no longer configured");
-        return;
+    // A tool that lost its status_url (or was removed from the config) cannot be asked: say
+    // so, so the record backs off and eventually reaches a person instead of looping.
+    let evidence = match ledger.tools().get(&now.tool) {
+        Some(contract) => match &contract.status_url {
+            Some(url) => query(client, url, &now.id, contract).await,
+            None => crate::status::inconclusive("no_status_url", None),
+        },
+        None => crate::status::inconclusive("tool_not_configured", None),
     };
-    let Some(url) = &contract.status_url else {
-        return;
-    };
-    let evidence = query(client, url, &now.id, contract).await;
     tracing::info!(operation = %now.id, evidence = evidence_kind(&evidence), "recovery: status queried");
     let report = EventBody::EvidenceReported(EvidenceReport {
         recoverer: options.name.clone(),

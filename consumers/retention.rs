@@ -17,7 +17,7 @@ use tokio::sync::watch;
 fn due(record: &OperationRecord, now_ms: u64) -> bool {
     matches!(
         record.state,
-        OpState::Completed { .. } | OpState::Failed { .. } | OpState::Released { .. }
+        OpState::Completed { .. } | OpState::Failed { .. }
     ) && record
         .updated_at_ms
         .saturating_add(record.terms.retention_ms)

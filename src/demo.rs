@@ -220,21 +220,27 @@ impl Agent<'_> {
         let holder = format!("agent-{agent}");
         let fault = roll(seed, n);
         // A retry storm: the agent (or its framework) claims the same intent several times.
+        // A retry storm: the agent's framework re-sends the same intent from other workers.
         let claims = if fault >= 80 { 4 } else { 1 };
-        let mut executed = None;
-        for _ in 0..claims {
+        let mut executors = Vec::new();
+        for attempt in 0..claims {
+            let worker = if attempt == 0 {
+                holder.clone()
+            } else {
+                format!("{holder}-retry-{attempt}")
+            };
             let input = ClaimInput {
                 tool,
                 key: Some(&key),
-                holder: &holder,
+                holder: &worker,
                 request: &request,
                 parent: None,
             };
             match self.ledger.claim(self.principal, input).await {
-                Ok(Claimed::Decided(answer))
-                    if answer.decision.code() == "execute" && executed.is_none() =>
-                {
-                    executed = answer.record.map(|r| r.id);
+                Ok(Claimed::Decided(answer)) if answer.decision.code() == "execute" => {
+                    if let Some(record) = answer.record {
+                        executors.push((record.id, worker));
+                    }
                 }
                 Ok(_) => {
                     self.counters.prevented.fetch_add(1, Ordering::SeqCst);
@@ -242,7 +248,20 @@ impl Agent<'_> {
                 Err(e) => eprintln!("agent-{agent}: claim failed: {e}"),
             }
         }
-        let Some(id) = executed else { return };
+        // Every worker told `execute` executes: if the ledger ever said it twice, the service
+        // would count a second effect.
+        for (id, worker) in executors {
+            self.execute(id, &worker, mode, fault).await;
+        }
+    }
+
+    async fn execute(
+        &self,
+        id: crate::core::key::OperationId,
+        worker: &str,
+        mode: &str,
+        fault: u64,
+    ) {
         let id_text = id.to_string();
         if fault < 15 {
             // The tool call times out after the external system accepted it.
@@ -272,10 +291,10 @@ impl Agent<'_> {
         };
         if let Err(e) = self
             .ledger
-            .report(self.principal, id, &holder, None, report)
+            .report(self.principal, id, worker, None, report)
             .await
         {
-            eprintln!("agent-{agent}: report failed: {e}");
+            eprintln!("{worker}: report failed: {e}");
         }
     }
 }

@@ -36,11 +36,24 @@ pub async fn query(
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    match response.bytes().await {
-        Ok(body) => interpret(status, retry_after.as_deref(), &body, &contract.fingerprint),
-        Err(_) => inconclusive("body_unreadable", None),
+    let mut response = response;
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) if body.len() + chunk.len() <= STATUS_BODY_BYTES_MAX => {
+                body.extend_from_slice(&chunk);
+            }
+            // An answer this large is not a status answer; read no further.
+            Ok(Some(_)) => return inconclusive("answer_too_large", None),
+            Ok(None) => break,
+            Err(_) => return inconclusive("body_unreadable", None),
+        }
     }
+    interpret(status, retry_after.as_deref(), &body, &contract.fingerprint)
 }
+
+/// Largest status answer read, in bytes.
+pub const STATUS_BODY_BYTES_MAX: usize = 64 * 1024;
 
 /// Evidence that nothing was learned, with a reason code.
 pub fn inconclusive(reason: &str, retry_after_ms: Option<u64>) -> Evidence {

@@ -33,11 +33,13 @@ fn ext_charge(holder: &str, amount: &str) -> Value {
     json!({"tool": "ext.charge", "holder": holder, "request": {"amount": amount, "currency": "EUR"}})
 }
 
-/// Claims and has the executor report `unknown`; returns the operation id.
-async fn unknown(server: &Server, key: &str) -> String {
+/// Claims, lets `before` script the simulator for the new id, then has the executor report
+/// `unknown`; returns the operation id. (Scripting first: recovery may ask at once.)
+async fn unknown_with(server: &Server, key: &str, before: impl FnOnce(&str)) -> String {
     let (s, c) = server.claim(TOKEN_A, key, ext_charge("w1", "10.50")).await;
     assert_eq!(s, 201, "{c}");
     let id = c["operation_id"].as_str().expect("id").to_owned();
+    before(&id);
     let (_, b) = server
         .post(
             TOKEN_A,
@@ -47,6 +49,11 @@ async fn unknown(server: &Server, key: &str) -> String {
         .await;
     assert_eq!(b["state"], "outcome_unknown", "{b}");
     id
+}
+
+/// Like [`unknown_with`], with the simulator's default answer (404).
+async fn unknown(server: &Server, key: &str) -> String {
+    unknown_with(server, key, |_| {}).await
 }
 
 /// Waits (bounded) until the operation reaches `state`, as recovery runs on its own schedule.
@@ -71,24 +78,32 @@ async fn unknown_outcomes_converge_on_what_the_external_system_says() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start_with(dir.path(), &extra_config(port), &[]);
 
-    let found = unknown(&server, "found").await;
-    sim.answer(&found, vec![(200, json!({"state": "succeeded", "resource_ref": "ext-1", "fields": {"amount": "10.5", "currency": "EUR"}}))]);
+    let found = unknown_with(&server, "found", |id| {
+        sim.answer(id, vec![(200, json!({"state": "succeeded", "resource_ref": "ext-1", "fields": {"amount": "10.5", "currency": "EUR"}}))]);
+    })
+    .await;
     let absent = unknown(&server, "absent").await; // the simulator answers 404 by default
-    let limited = unknown(&server, "limited").await;
-    sim.answer(
-        &limited,
-        vec![
-            (429, json!({})),
-            (200, json!({"state": "succeeded", "resource_ref": "ext-3"})),
-        ],
-    );
-    let failed = unknown(&server, "failed").await;
-    sim.answer(
-        &failed,
-        vec![(200, json!({"state": "failed", "code": "declined"}))],
-    );
-    let mismatch = unknown(&server, "mismatch").await;
-    sim.answer(&mismatch, vec![(200, json!({"state": "succeeded", "resource_ref": "ext-5", "fields": {"amount": "99.00", "currency": "EUR"}}))]);
+    let limited = unknown_with(&server, "limited", |id| {
+        sim.answer(
+            id,
+            vec![
+                (429, json!({})),
+                (200, json!({"state": "succeeded", "resource_ref": "ext-3"})),
+            ],
+        );
+    })
+    .await;
+    let failed = unknown_with(&server, "failed", |id| {
+        sim.answer(
+            id,
+            vec![(200, json!({"state": "failed", "code": "declined"}))],
+        );
+    })
+    .await;
+    let mismatch = unknown_with(&server, "mismatch", |id| {
+        sim.answer(id, vec![(200, json!({"state": "succeeded", "resource_ref": "ext-5", "fields": {"amount": "99.00", "currency": "EUR"}}))]);
+    })
+    .await;
 
     let now = settles(&server, &found, "completed").await;
     assert_eq!(now["result"]["resource_ref"], "ext-1");
@@ -239,16 +254,18 @@ async fn a_restart_in_the_middle_of_recovery_finishes_it() {
     let (sim, port) = start_sim().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start_with(dir.path(), &extra_config(port), &[]);
-    let id = unknown(&server, "mid").await;
     // The first query hangs longer than the node lives.
     *sim.delay.lock().expect("lock") = Duration::from_millis(1500);
-    sim.answer(
-        &id,
-        vec![(
-            200,
-            json!({"state": "succeeded", "resource_ref": "ext-mid"}),
-        )],
-    );
+    let id = unknown_with(&server, "mid", |id| {
+        sim.answer(
+            id,
+            vec![(
+                200,
+                json!({"state": "succeeded", "resource_ref": "ext-mid"}),
+            )],
+        );
+    })
+    .await;
     let deadline = Instant::now() + Duration::from_secs(10);
     while sim.queries(&id) == 0 {
         assert!(Instant::now() < deadline, "recovery never queried");

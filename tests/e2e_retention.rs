@@ -13,7 +13,7 @@ name = "short.keyed"
 class = "keyed"
 loss = "high"
 lease = "30s"
-retention = "300ms"
+retention = "1500ms"
 [tool.fingerprint]
 amount = ["amount"]
 
@@ -84,15 +84,16 @@ async fn settled_operations_expire_after_retention_and_unknown_ones_never_do() {
     );
     expires(&server, &declined).await;
 
-    // After retention the key starts a new intent: it executes, once.
-    let (s, b) = server.claim(TOKEN_A, "done", intent("w3", "6.00")).await;
-    assert_eq!(
-        (s, b["decision"].as_str(), b["operation_id"].as_str()),
-        (201, Some("execute"), Some(done.as_str())),
-        "{b}"
-    );
-    let (s, b) = server.claim(TOKEN_A, "done", intent("w4", "6.00")).await;
-    assert_eq!((s, b["decision"].as_str()), (409, Some("in_progress")));
+    // After retention the key is spent: a new intent takes a new key (executing under this one
+    // would give the external system the old operation id).
+    for amount in ["5.00", "6.00"] {
+        let (s, b) = server.claim(TOKEN_A, "done", intent("w3", amount)).await;
+        assert_eq!(
+            (s, b["decision"].as_str()),
+            (410, Some("key_expired")),
+            "{b}"
+        );
+    }
 
     // Long past its retention, the unknown one is still with a person.
     assert_eq!(state_of(&server, &unknown).await["state"], "manual");

@@ -21,6 +21,7 @@ pub fn status_of(decision: &Decision) -> StatusCode {
         Decision::Replay | Decision::Accepted | Decision::Unchanged => StatusCode::OK,
         Decision::InProgress | Decision::OutcomeUnknown | Decision::Manual => StatusCode::CONFLICT,
         Decision::Conflict { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        Decision::KeyExpired => StatusCode::GONE,
         Decision::Rejected(Rejection::UnknownOperation) => StatusCode::NOT_FOUND,
         Decision::Rejected(_) => StatusCode::CONFLICT,
     }

@@ -16,6 +16,9 @@ pub enum Decision {
     OutcomeUnknown,
     /// An operator handles it: do not execute.
     Manual,
+    /// The key's retention lapsed: its answer is gone, and a new intent needs a new key (R3).
+    /// Executing again under it would hand the external system the old operation id.
+    KeyExpired,
     /// Same key, different business request: the categories that differ.
     Conflict {
         /// Categories whose fingerprint parts differ, in category order.
@@ -38,6 +41,7 @@ impl Decision {
             Self::InProgress => "in_progress",
             Self::OutcomeUnknown => "outcome_unknown",
             Self::Manual => "manual",
+            Self::KeyExpired => "key_expired",
             Self::Conflict { .. } => "conflict",
             Self::Accepted => "accepted",
             Self::Unchanged => "unchanged",

@@ -49,6 +49,28 @@ pub(super) fn first_compensation(envelope: &Envelope, c: &CompensationClaim, at:
     Outcome::changed(record, executed.decision)
 }
 
+/// A repeated compensation claim: like any claim, except that it never starts a new execution
+/// when its own check found the resource changed — a person decides (R25).
+pub(super) fn again_compensation(
+    record: &OperationRecord,
+    c: &CompensationClaim,
+    at: u64,
+) -> Outcome {
+    let outcome = again(record, &c.claim, at);
+    let new_execution = outcome
+        .changed
+        .as_ref()
+        .is_some_and(|next| next.executions > record.executions);
+    if c.resource_changed && new_execution {
+        let state = OpState::Manual {
+            cause: UnknownCause::ResourceChanged,
+            operator: None,
+        };
+        return Outcome::changed(advanced(record, state, at), Decision::Manual);
+    }
+    outcome
+}
+
 /// A claim for a scope that already has an operation.
 pub(super) fn again(record: &OperationRecord, claim: &Claim, at: u64) -> Outcome {
     // The scope hash covers the principal; a mismatch would be a SHA-256 collision or a bug.
@@ -56,10 +78,10 @@ pub(super) fn again(record: &OperationRecord, claim: &Claim, at: u64) -> Outcome
         record.principal, claim.principal,
         "scope shared by two principals"
     );
-    // After its retention the key starts a new intent (R22): a new execution whose fingerprint
-    // is the new request's.
+    // After its retention the key is spent (R22, R3): a new intent takes a new key, because
+    // executing under this one would reuse the old operation id at the external system.
     if let OpState::Expired { .. } = record.state {
-        return anew_after_expiry(record, claim, at);
+        return Outcome::unchanged(Decision::KeyExpired);
     }
     // The first fingerprint is never overwritten (R9): any difference is a conflict, whatever
     // the state.
@@ -72,7 +94,7 @@ pub(super) fn again(record: &OperationRecord, claim: &Claim, at: u64) -> Outcome
         OpState::OutcomeUnknown { .. } => Outcome::unchanged(Decision::OutcomeUnknown),
         OpState::Manual { .. } => Outcome::unchanged(Decision::Manual),
         OpState::Released { .. } => execute_anew(record, claim, at),
-        OpState::Expired { .. } => anew_after_expiry(record, claim, at),
+        OpState::Expired { .. } => Outcome::unchanged(Decision::KeyExpired),
         OpState::Processing {
             lease_expires_at_ms,
         } if at < *lease_expires_at_ms => {
@@ -117,24 +139,6 @@ pub(super) fn again(record: &OperationRecord, claim: &Claim, at: u64) -> Outcome
             ),
         },
     }
-}
-
-/// A new intent under a key whose previous operation expired: executes, with the new
-/// request's fingerprint and fresh recovery bookkeeping.
-fn anew_after_expiry(record: &OperationRecord, claim: &Claim, at: u64) -> Outcome {
-    let mut next = advanced(
-        record,
-        OpState::Processing {
-            lease_expires_at_ms: at.saturating_add(claim.terms.lease_ms),
-        },
-        at,
-    );
-    next.holder = claim.holder.clone();
-    next.executions = record.executions.saturating_add(1);
-    next.fingerprint = claim.fingerprint.clone();
-    next.terms = claim.terms;
-    next.recovery = Default::default();
-    Outcome::changed(next, Decision::Execute)
 }
 
 /// A new execution of an existing operation by the claimant (after a release, or a lapsed lease

@@ -62,7 +62,9 @@ pub fn apply(current: Option<&OperationRecord>, event: &LoggedEvent) -> Outcome 
         (EventBody::CompensationClaimed(c), None) => {
             claim::first_compensation(&event.envelope, c, at)
         }
-        (EventBody::CompensationClaimed(c), Some(record)) => claim::again(record, &c.claim, at),
+        (EventBody::CompensationClaimed(c), Some(record)) => {
+            claim::again_compensation(record, c, at)
+        }
         (EventBody::ExpiryRequested, Some(record)) => retention::expire(record, at),
         (_, None) => Outcome::rejected(Rejection::UnknownOperation),
         (EventBody::Heartbeat(by), Some(record)) => report::heartbeat(record, by, at),
@@ -99,10 +101,14 @@ fn advanced(
     state: crate::core::operation::OpState,
     at: u64,
 ) -> OperationRecord {
-    OperationRecord {
+    let mut next = OperationRecord {
         state,
         version: record.version + 1,
         updated_at_ms: at,
         ..record.clone()
-    }
+    };
+    // A recovery lease belongs to the state it was granted for: evidence gathered before a
+    // state change must not settle what came after it.
+    next.recovery.lease = None;
+    next
 }

@@ -15,6 +15,9 @@ use crate::core::operation::{
 pub const RECOVERY_BACKOFF_BASE_MS: u64 = 1_000;
 /// Longest wait between queries, in milliseconds.
 pub const RECOVERY_BACKOFF_MAX_MS: u64 = 300_000;
+/// Inconclusive queries after which a person decides instead (R18): an external system that
+/// never answers must not keep an operation unknown forever, unseen.
+pub const RECOVERY_QUERIES_MAX: u32 = 12;
 
 /// The wait after `queries` inconclusive queries: 1 s, 2 s, 4 s, … up to 5 min.
 pub fn backoff_ms(queries: u32) -> u64 {
@@ -93,14 +96,14 @@ pub(super) fn start(record: &OperationRecord, r: &RecoveryStart, at: u64) -> Out
 
 /// The recoverer reports what the external system said.
 pub(super) fn evidence(record: &OperationRecord, r: &EvidenceReport, at: u64) -> Outcome {
-    match &record.state {
-        OpState::OutcomeUnknown { .. } => {}
+    let cause = match &record.state {
+        OpState::OutcomeUnknown { cause } => *cause,
         OpState::Completed { .. } | OpState::Failed { .. } => {
             return Outcome::rejected(Rejection::AlreadyFinished);
         }
         // Released, or with a person (R19: automation no longer settles it).
         _ => return Outcome::rejected(Rejection::NothingToRecover),
-    }
+    };
     if record
         .recovery
         .lease
@@ -151,8 +154,21 @@ pub(super) fn evidence(record: &OperationRecord, r: &EvidenceReport, at: u64) ->
             reason,
             retry_after_ms,
         } => {
-            // Nothing learned: the outcome stays unknown; ask again later (R17, R19).
+            // Nothing learned: the outcome stays unknown; ask again later (R17, R19) — or, after
+            // too many tries, hand it to a person.
             recovery.last = Some(QueryResult::Inconclusive(reason.clone()));
+            if recovery.queries >= RECOVERY_QUERIES_MAX {
+                let mut next = advanced(
+                    record,
+                    OpState::Manual {
+                        cause,
+                        operator: None,
+                    },
+                    at,
+                );
+                next.recovery = recovery;
+                return Outcome::changed(next, Decision::Accepted);
+            }
             let wait = retry_after_ms
                 .unwrap_or(0)
                 .max(backoff_ms(recovery.queries));

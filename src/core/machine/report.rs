@@ -44,7 +44,17 @@ fn settleable(state: &OpState) -> bool {
         state,
         OpState::Processing { .. }
             | OpState::OutcomeUnknown { .. }
-            | OpState::Manual { operator: None, .. }
+            // Only where the executor's own knowledge is what was missing; a mismatch or a
+            // changed resource is for a person, whatever the executor says.
+            | OpState::Manual {
+                operator: None,
+                cause: UnknownCause::LeaseLapsed | UnknownCause::HolderReported,
+            }
+            // A status query found nothing while the executor's call was still in flight: its
+            // late report is evidence, until a new execution starts (which changes the holder).
+            | OpState::Released {
+                cause: ReleaseCause::NotAccepted { .. }
+            }
     )
 }
 

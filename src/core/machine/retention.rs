@@ -1,7 +1,7 @@
 //! Retention (R22): a settled operation's cached answer expires through an event, by the log's
-//! time, so every replay of the log agrees on when a key became free again. Nothing that may
-//! have caused an unknown side effect expires: only completed, definitely failed and released
-//! operations do.
+//! time, so every replay of the log agrees on when its answer was dropped. Nothing that may
+//! have caused an unknown side effect expires: only completed and definitely failed operations
+//! do, and an expired key is spent (a new intent takes a new key).
 
 use super::{Outcome, advanced};
 use crate::core::decision::{Decision, Rejection};
@@ -10,7 +10,9 @@ use crate::core::operation::{OpState, OperationRecord};
 /// Expires a settled operation whose retention lapsed.
 pub(super) fn expire(record: &OperationRecord, at: u64) -> Outcome {
     match &record.state {
-        OpState::Completed { .. } | OpState::Failed { .. } | OpState::Released { .. } => {}
+        // Released ones keep their record: their effect may still surface (a late report, a
+        // re-execution); their key is free anyway.
+        OpState::Completed { .. } | OpState::Failed { .. } => {}
         OpState::Expired { .. } => return Outcome::unchanged(Decision::Unchanged),
         _ => return Outcome::rejected(Rejection::NotSettled),
     }

@@ -447,21 +447,90 @@ fn given_unknown_on_a_natural_tool_when_repeated_then_unchanged_and_not_called_n
 }
 
 #[test]
-fn given_released_when_the_old_holder_reports_then_not_running() {
+fn given_released_when_the_old_holder_reports_then_its_late_evidence_counts_until_a_new_execution()
+{
     let mut s = Scenario::claimed();
     s.when(5, fail("w1", FailureKind::NotAccepted, "busy"));
     assert_eq!(
         s.when(6, fail("w1", FailureKind::NotAccepted, "busy")),
         Decision::Unchanged
     );
-    for body in [
-        complete("w1", "r"),
-        fail("w1", FailureKind::Definite, "x"),
-        EventBody::UnknownReported(by("w1", None)),
-        EventBody::Heartbeat(by("w1", None)),
-    ] {
-        assert_eq!(s.when(7, body), Decision::Rejected(Rejection::NotRunning));
+    assert_eq!(
+        s.when(7, EventBody::Heartbeat(by("w1", None))),
+        Decision::Rejected(Rejection::NotRunning)
+    );
+    // The call was still in flight when "not accepted" was concluded: its result is evidence.
+    assert_eq!(s.when(8, complete("w1", "late")), Decision::Accepted);
+    assert_eq!(s.when(9, s.claim("w2")), Decision::Replay);
+
+    // Once a new execution started, the old holder's report is foreign.
+    let mut s = Scenario::claimed();
+    s.when(5, fail("w1", FailureKind::NotAccepted, "busy"));
+    assert_eq!(s.when(6, s.claim("w2")), Decision::Execute);
+    assert_eq!(
+        s.when(7, complete("w1", "late")),
+        Decision::Rejected(Rejection::NotHolder)
+    );
+}
+
+#[test]
+fn given_a_recovery_lease_when_the_state_changes_then_old_evidence_is_refused() {
+    let mut s = Scenario::claimed();
+    s.when(LEASE, start("r1"));
+    // The late executor settles it meanwhile; the recoverer's answer comes too late.
+    assert_eq!(s.when(LEASE + 1, complete("w1", "ch")), Decision::Accepted);
+    assert_eq!(
+        s.when(LEASE + 2, evidence("r1", Evidence::Absent)),
+        Decision::Rejected(Rejection::AlreadyFinished)
+    );
+    let mut s = Scenario::claimed();
+    s.when(LEASE, start("r1"));
+    s.when(LEASE + 1, fail("w1", FailureKind::NotAccepted, "busy"));
+    s.when(LEASE + 2, s.claim("w2"));
+    assert!(
+        s.record().recovery.lease.is_none(),
+        "a state change ends the recovery lease"
+    );
+}
+
+#[test]
+fn given_an_external_system_that_never_answers_when_queries_run_out_then_a_person_decides() {
+    let mut s = Scenario::claimed();
+    let mut at = LEASE;
+    for _ in 0..super::recovery::RECOVERY_QUERIES_MAX {
+        assert_eq!(s.when(at, start("r1")), Decision::Accepted);
+        assert_eq!(
+            s.when(at + 1, evidence("r1", inconclusive(None))),
+            Decision::Accepted
+        );
+        at = s.record().recovery.next_check_at_ms.max(at + 2);
     }
+    assert_eq!(
+        s.state(),
+        &OpState::Manual {
+            cause: UnknownCause::LeaseLapsed,
+            operator: None
+        }
+    );
+}
+
+#[test]
+fn given_manual_for_a_mismatch_when_the_holder_reports_then_not_running() {
+    let mut s = Scenario::claimed();
+    s.when(LEASE, start("r1"));
+    let found = Evidence::Found {
+        result: result("x"),
+        fields: Some(Fingerprint {
+            version: FINGERPRINT_VERSION,
+            parts: vec![(Category::Amount, [6; 32])],
+        }),
+    };
+    s.when(LEASE + 1, evidence("r1", found));
+    assert_eq!(
+        s.when(LEASE + 2, complete("w1", "mine")),
+        Decision::Rejected(Rejection::NotRunning),
+        "a person decides a mismatch, whatever the executor says"
+    );
 }
 
 #[test]
@@ -909,6 +978,16 @@ fn given_a_compensation_claim_when_the_resource_changed_then_a_person_decides() 
         "the same holder again"
     );
     assert_eq!(s.state().name(), "processing");
+    // Released, then requested again after the resource changed: a person, not a re-run.
+    s.when(2, fail("r1", FailureKind::NotAccepted, "busy"));
+    assert_eq!(s.when(3, claim(true)), Decision::Manual);
+    assert_eq!(
+        s.state(),
+        &OpState::Manual {
+            cause: UnknownCause::ResourceChanged,
+            operator: None
+        }
+    );
 }
 
 #[test]
@@ -939,11 +1018,27 @@ fn given_a_settled_operation_when_its_retention_lapses_then_it_expires_and_the_k
         s.when(10 + retention + 1, complete("w1", "late")),
         Decision::Rejected(Rejection::AlreadyFinished)
     );
-    // A new intent under the expired key: executes, with its own fingerprint.
-    let new_intent = claim_by("w2", s.terms, 9);
-    assert_eq!(s.when(10 + retention + 2, new_intent), Decision::Execute);
-    assert_eq!(s.record().fingerprint, fingerprint(9));
-    assert_eq!(s.record().executions, 2);
+    // The key is spent: neither a replay nor a new intent (which would reuse the operation id
+    // at the external system) — a new intent takes a new key.
+    assert_eq!(
+        s.when(10 + retention + 2, claim_by("w2", s.terms, 9)),
+        Decision::KeyExpired
+    );
+    assert_eq!(
+        s.when(10 + retention + 3, s.claim("w1")),
+        Decision::KeyExpired
+    );
+    assert_eq!(s.record().executions, 1);
+}
+
+#[test]
+fn given_a_released_operation_when_retention_passes_then_it_does_not_expire() {
+    let mut s = Scenario::claimed();
+    s.when(5, fail("w1", FailureKind::NotAccepted, "busy"));
+    assert_eq!(
+        s.when(1_000_000, EventBody::ExpiryRequested),
+        Decision::Rejected(Rejection::NotSettled)
+    );
 }
 
 #[test]
