@@ -190,6 +190,18 @@ fn agent<L: EventLog>(
     Ok(principal)
 }
 
+/// An agent's request with a JSON body: authenticated, bounded, parsed.
+async fn agent_json<L: EventLog, T: DeserializeOwned>(
+    state: &ApiState<L>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(Arc<Principal>, T), ApiError> {
+    let principal = agent(state, headers)?;
+    rejects_oversize(headers, state.body_bytes_max)?;
+    let parsed = json_body(body, state.body_bytes_max).await?;
+    Ok((principal, parsed))
+}
+
 fn operation_id(text: &str) -> Result<OperationId, ApiError> {
     OperationId::parse(text)
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such operation"))
@@ -210,9 +222,7 @@ async fn claim<L: EventLog>(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let principal = agent(&state, &headers)?;
-    rejects_oversize(&headers, state.body_bytes_max)?;
-    let body: ClaimBody = json_body(body, state.body_bytes_max).await?;
+    let (principal, body): (_, ClaimBody) = agent_json(&state, &headers, body).await?;
     let key = match headers.get("idempotency-key") {
         Some(v) => Some(v.to_str().map_err(|_| {
             ApiError::bad_request(
@@ -326,8 +336,7 @@ async fn heartbeat<L: EventLog>(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let principal = agent(&state, &headers)?;
-    let b: HolderBody = json_body(body, state.body_bytes_max).await?;
+    let (principal, b): (_, HolderBody) = agent_json(&state, &headers, body).await?;
     report(
         &state,
         &principal,
@@ -345,8 +354,7 @@ async fn unknown<L: EventLog>(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let principal = agent(&state, &headers)?;
-    let b: HolderBody = json_body(body, state.body_bytes_max).await?;
+    let (principal, b): (_, HolderBody) = agent_json(&state, &headers, body).await?;
     report(
         &state,
         &principal,
@@ -364,9 +372,7 @@ async fn complete<L: EventLog>(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let principal = agent(&state, &headers)?;
-    rejects_oversize(&headers, state.body_bytes_max)?;
-    let b: CompleteBody = json_body(body, state.body_bytes_max).await?;
+    let (principal, b): (_, CompleteBody) = agent_json(&state, &headers, body).await?;
     let result = BusinessResult {
         resource_ref: b.result.resource_ref,
         status: b.result.status,
@@ -382,8 +388,7 @@ async fn fail<L: EventLog>(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let principal = agent(&state, &headers)?;
-    let b: FailBody = json_body(body, state.body_bytes_max).await?;
+    let (principal, b): (_, FailBody) = agent_json(&state, &headers, body).await?;
     let kind = match b.kind {
         FailKindBody::Definite => FailureKind::Definite,
         FailKindBody::NotAccepted => FailureKind::NotAccepted,
@@ -525,9 +530,7 @@ async fn compensate<L: EventLog>(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let principal = agent(&state, &headers)?;
-    rejects_oversize(&headers, state.body_bytes_max)?;
-    let b: CompensateBody = json_body(body, state.body_bytes_max).await?;
+    let (principal, b): (_, CompensateBody) = agent_json(&state, &headers, body).await?;
     let answer = state
         .ledger
         .compensate(&principal, operation_id(&id)?, &b.holder, &b.request)

@@ -516,16 +516,7 @@ fn given_an_external_system_that_never_answers_when_queries_run_out_then_a_perso
 
 #[test]
 fn given_manual_for_a_mismatch_when_the_holder_reports_then_not_running() {
-    let mut s = Scenario::claimed();
-    s.when(LEASE, start("r1"));
-    let found = Evidence::Found {
-        result: result("x"),
-        fields: Some(Fingerprint {
-            version: FINGERPRINT_VERSION,
-            parts: vec![(Category::Amount, [6; 32])],
-        }),
-    };
-    s.when(LEASE + 1, evidence("r1", found));
+    let s = &mut mismatched();
     assert_eq!(
         s.when(LEASE + 2, complete("w1", "mine")),
         Decision::Rejected(Rejection::NotRunning),
@@ -849,8 +840,9 @@ fn given_found_evidence_when_reported_then_completed_with_the_external_resource(
     );
 }
 
-#[test]
-fn given_evidence_whose_key_fields_differ_when_reported_then_a_person_decides() {
+/// Given: a lapsed lease investigated, and the external system reporting the effect with an
+/// amount that differs from the intent's.
+fn mismatched() -> Scenario {
     let mut s = Scenario::claimed();
     s.when(LEASE, start("r1"));
     let found = Evidence::Found {
@@ -861,6 +853,12 @@ fn given_evidence_whose_key_fields_differ_when_reported_then_a_person_decides() 
         }),
     };
     s.when(LEASE + 1, evidence("r1", found));
+    s
+}
+
+#[test]
+fn given_evidence_whose_key_fields_differ_when_reported_then_a_person_decides() {
+    let s = &mut mismatched();
     assert_eq!(
         s.state(),
         &OpState::Manual {
