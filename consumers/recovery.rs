@@ -1,5 +1,6 @@
 //! The recovery consumer (R15, R17–R19): finds lapsed leases and unknown outcomes, and asks the
-//! external system before anything else happens.
+//! external system before anything else happens. Its sweep also hands expired records to the
+//! retention consumer, so one read of the projection serves both.
 //!
 //! Each sweep reads a bounded slice of the projection (a cursor walks it in id order), picks
 //! the due candidates in a stable order (due time, then id) up to the concurrency limit, and
@@ -77,7 +78,7 @@ pub async fn run<L: EventLog>(
             _ = ticks.tick() => {}
         }
         let now = crate::log::embedded::system_clock_ms();
-        let (candidates, next) = match scan(&ledger, cursor, options.scan_batch, now) {
+        let (candidates, expiring, next) = match scan(&ledger, cursor, options.scan_batch, now) {
             Ok(found) => found,
             Err(e) => {
                 tracing::warn!(error = %e, "recovery: scan failed; trying again next tick");
@@ -94,6 +95,8 @@ pub async fn run<L: EventLog>(
             let (ledger, client, options) = (ledger.clone(), client.clone(), options.clone());
             tasks.spawn(async move { investigate(&ledger, &client, &options, record).await });
         }
+        // The same slice feeds retention: one read of the projection serves both.
+        crate::consumers::retention::expire(&ledger, &expiring).await;
         while tasks.join_next().await.is_some() {}
     }
 }
@@ -113,14 +116,18 @@ fn due_at(record: &OperationRecord, now_ms: u64) -> Option<u64> {
     (due <= now_ms).then_some(due)
 }
 
-/// Reads up to `batch` records after `cursor`; returns the due ones in stable order (due time,
-/// then id) and where the next sweep continues (`None`: start over).
+/// What one slice of the projection holds for the sweep.
+type Slice = (Vec<OperationRecord>, Vec<OperationId>, Option<OperationId>);
+
+/// Reads up to `batch` records after `cursor`; returns the ones due for recovery in stable order
+/// (due time, then id), the ones due to expire, and where the next sweep continues (`None`:
+/// start over).
 fn scan<L: EventLog>(
     ledger: &Ledger<L>,
     cursor: Option<OperationId>,
     batch: usize,
     now_ms: u64,
-) -> Result<(Vec<OperationRecord>, Option<OperationId>), crate::projection::ProjectionError> {
+) -> Result<Slice, crate::projection::ProjectionError> {
     let records = ledger.projection().records_after(cursor, batch)?;
     let next = if records.len() < batch {
         None
@@ -128,12 +135,15 @@ fn scan<L: EventLog>(
         records.last().map(|r| r.id)
     };
     let mut due: BTreeMap<(u64, OperationId), OperationRecord> = BTreeMap::new();
+    let mut expiring = Vec::new();
     for record in records {
-        if let Some(at) = due_at(&record, now_ms) {
+        if crate::consumers::retention::due(&record, now_ms) {
+            expiring.push(record.id);
+        } else if let Some(at) = due_at(&record, now_ms) {
             due.insert((at, record.id), record);
         }
     }
-    Ok((due.into_values().collect(), next))
+    Ok((due.into_values().collect(), expiring, next))
 }
 
 async fn investigate<L: EventLog>(

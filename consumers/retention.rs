@@ -1,5 +1,6 @@
-//! The retention consumer (R22): sweeps the projection in bounded slices and asks the arbiter to
-//! expire settled operations whose tool's retention has lapsed. The arbiter judges by the log's
+//! The retention consumer (R22): asks the arbiter to expire settled operations whose tool's
+//! retention has lapsed, as the recovery sweep finds them (one read of the projection serves
+//! both). The arbiter judges by the log's
 //! time and refuses anything that may still have an unknown effect; this consumer only
 //! appends `expiry_requested`.
 
@@ -9,12 +10,9 @@ use crate::core::key::OperationId;
 use crate::core::operation::{OpState, OperationRecord};
 use crate::ledger::Ledger;
 use crate::log::model::EventLog;
-use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::watch;
 
 /// Whether a record is due to expire by the wall clock (a suspicion the arbiter checks).
-fn due(record: &OperationRecord, now_ms: u64) -> bool {
+pub fn due(record: &OperationRecord, now_ms: u64) -> bool {
     matches!(
         record.state,
         OpState::Completed { .. } | OpState::Failed { .. }
@@ -24,47 +22,15 @@ fn due(record: &OperationRecord, now_ms: u64) -> bool {
         <= now_ms
 }
 
-/// Sweeps every `tick`, `batch` records at a time, until `stop` turns true.
-pub async fn run<L: EventLog>(
-    ledger: Arc<Ledger<L>>,
-    tick: Duration,
-    batch: usize,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut cursor: Option<OperationId> = None;
-    let mut ticks = tokio::time::interval(tick);
-    loop {
-        tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => return,
-            _ = ticks.tick() => {}
-        }
-        let now = crate::log::embedded::system_clock_ms();
-        let records = match ledger.projection().records_after(cursor, batch) {
-            Ok(records) => records,
-            Err(e) => {
-                tracing::warn!(error = %e, "retention: scan failed; trying again next tick");
-                continue;
+/// Asks the arbiter to expire each operation the sweep found due.
+pub async fn expire<L: EventLog>(ledger: &Ledger<L>, due: &[OperationId]) {
+    for id in due {
+        match ledger.append_for(*id, EventBody::ExpiryRequested).await {
+            Ok(answer) if answer.decision == Decision::Accepted => {
+                tracing::debug!(operation = %id, "retention: expired");
             }
-        };
-        cursor = if records.len() < batch {
-            None
-        } else {
-            records.last().map(|r| r.id)
-        };
-        for record in records.iter().filter(|r| due(r, now)) {
-            match ledger
-                .append_for(record.id, EventBody::ExpiryRequested)
-                .await
-            {
-                Ok(answer) if answer.decision == Decision::Accepted => {
-                    tracing::debug!(operation = %record.id, "retention: expired");
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(operation = %record.id, error = %e, "retention: cannot expire")
-                }
-            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(operation = %id, error = %e, "retention: cannot expire"),
         }
     }
 }

@@ -142,13 +142,7 @@ impl Node {
         );
         let mut consumers = Vec::new();
         if let Some(options) = config.recovery.clone() {
-            // Retention sweeps on the same schedule as recovery (both are background upkeep).
-            consumers.push(tokio::spawn(crate::consumers::retention::run(
-                ledger.clone(),
-                options.tick,
-                options.scan_batch,
-                stopped.clone(),
-            )));
+            // Its sweep drives retention too.
             consumers.push(tokio::spawn(crate::consumers::recovery::run(
                 ledger.clone(),
                 options,
