@@ -3,4 +3,5 @@
 
 pub mod conformance;
 pub mod embedded;
+pub mod kafka;
 pub mod model;
