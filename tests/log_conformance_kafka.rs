@@ -15,6 +15,7 @@ fn options(brokers: &str, topic: &str) -> KafkaOptions {
         topic: topic.to_owned(),
         partitions: PARTITIONS,
         timeout: Duration::from_secs(10),
+        producer_settings: Vec::new(),
     }
 }
 
@@ -114,5 +115,22 @@ async fn retriable_errors_lose_nothing_and_duplicate_nothing() {
             (r.offset, r.key, &r.payload[..]),
             (*offset, [*i; 32], &vec![*i; 16][..])
         );
+    }
+}
+
+#[tokio::test]
+async fn unsafe_producer_settings_refuse_to_open_and_say_which() {
+    let cluster = MockCluster::new(1).expect("mock cluster");
+    cluster
+        .create_topic("s", PARTITIONS as i32, 1)
+        .expect("creates topic");
+    let mut o = options(&cluster.bootstrap_servers(), "s");
+    o.producer_settings = vec![("acks".into(), "1".into())];
+    match KafkaLog::open(o) {
+        Err(opledger::log::model::LogError::InvalidOptions(m)) => {
+            assert!(m.contains("acks"), "{m}")
+        }
+        Err(other) => panic!("expected InvalidOptions, got {other}"),
+        Ok(_) => panic!("an unsafe setting must refuse to open"),
     }
 }

@@ -32,6 +32,57 @@ pub struct KafkaOptions {
     pub partitions: u32,
     /// Longest wait for one append or read before it fails.
     pub timeout: Duration,
+    /// Extra librdkafka producer settings (tuning); checked by [`check_producer_settings`].
+    pub producer_settings: Vec<(String, String)>,
+}
+
+/// A producer setting that could lose or duplicate an acknowledged event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Kafka producer setting `{setting} = {value}` is refused: {why}")]
+pub struct UnsafeSetting {
+    /// The setting.
+    pub setting: String,
+    /// Its value.
+    pub value: String,
+    /// What it would break.
+    pub why: &'static str,
+}
+
+/// Refuses producer settings that would weaken what an acknowledged append means: anything
+/// but `acks=all` (an acknowledged event could be lost with a leader), turning idempotence off
+/// (a retry could duplicate an event), or more than 5 requests in flight (librdkafka cannot
+/// keep order with idempotence then). Everything else is tuning and passes.
+pub fn check_producer_settings(settings: &[(String, String)]) -> Result<(), UnsafeSetting> {
+    for (setting, value) in settings {
+        let refuse = |why| {
+            Err(UnsafeSetting {
+                setting: setting.clone(),
+                value: value.clone(),
+                why,
+            })
+        };
+        let v = value.trim().to_ascii_lowercase();
+        match setting.as_str() {
+            "acks" | "request.required.acks" if v != "all" && v != "-1" => {
+                return refuse("an acknowledged event could be lost when a leader fails");
+            }
+            "enable.idempotence" if v != "true" => {
+                return refuse("a retried append could write an event twice");
+            }
+            "max.in.flight.requests.per.connection" | "max.in.flight"
+                if v.parse::<u32>().map_or(true, |n| n > 5) =>
+            {
+                return refuse("idempotent ordering needs at most 5 requests in flight");
+            }
+            "partitioner" | "partitioner_cb" => {
+                return refuse(
+                    "partitions come from opledger's partition function, shared by every backend",
+                );
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The Kafka-backed log.
@@ -71,7 +122,13 @@ fn consumer_config(brokers: &str) -> ClientConfig {
 impl KafkaLog {
     /// Connects to an existing topic with `options.partitions` partitions.
     pub fn open(options: KafkaOptions) -> Result<Self, LogError> {
-        let producer: FutureProducer = ClientConfig::new()
+        check_producer_settings(&options.producer_settings)
+            .map_err(|e| LogError::InvalidOptions(e.to_string()))?;
+        let mut config = ClientConfig::new();
+        for (setting, value) in &options.producer_settings {
+            config.set(setting, value);
+        }
+        let producer: FutureProducer = config
             .set("bootstrap.servers", &options.brokers)
             // Safety, not tuning: no acknowledged event may be lost or duplicated.
             .set("enable.idempotence", "true")
@@ -290,5 +347,46 @@ impl Drop for KafkaLog {
     fn drop(&mut self) {
         // Deliver what is queued before the producer goes away.
         let _ = self.producer.flush(self.options.timeout);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn settings_that_could_lose_or_duplicate_an_event_are_refused_by_name() {
+        for (setting, value) in [
+            ("acks", "1"),
+            ("request.required.acks", "0"),
+            ("enable.idempotence", "false"),
+            ("max.in.flight.requests.per.connection", "6"),
+            ("partitioner", "murmur2"),
+        ] {
+            let err = check_producer_settings(&settings(&[(setting, value)]))
+                .expect_err("must be refused");
+            assert_eq!((err.setting.as_str(), err.value.as_str()), (setting, value));
+            assert!(err.to_string().contains(setting));
+        }
+    }
+
+    #[test]
+    fn safe_settings_and_tuning_pass() {
+        let ok = settings(&[
+            ("acks", "all"),
+            ("acks", "-1"),
+            ("enable.idempotence", "true"),
+            ("max.in.flight.requests.per.connection", "5"),
+            ("linger.ms", "5"),
+            ("compression.type", "lz4"),
+        ]);
+        assert_eq!(check_producer_settings(&ok), Ok(()));
     }
 }
