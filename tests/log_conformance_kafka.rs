@@ -134,3 +134,45 @@ async fn unsafe_producer_settings_refuse_to_open_and_say_which() {
         Ok(_) => panic!("an unsafe setting must refuse to open"),
     }
 }
+
+/// A broker down for a while: appends made meanwhile complete once it is back, each exactly
+/// once, and reads ride out the transient errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_outage_delays_appends_but_loses_and_duplicates_nothing() {
+    use opledger::log::model::{EventLog, NewRecord};
+    let cluster = MockCluster::new(1).expect("mock cluster");
+    cluster
+        .create_topic("outage", PARTITIONS as i32, 1)
+        .expect("creates topic");
+    let log = std::sync::Arc::new(
+        KafkaLog::open(options(&cluster.bootstrap_servers(), "outage")).expect("opens"),
+    );
+    let record = |i: u8| NewRecord {
+        key: [i; 32],
+        payload: vec![i],
+    };
+    let before = log
+        .append(0, vec![record(0)])
+        .await
+        .expect("append before the outage");
+    assert_eq!(before[0].offset, 0);
+    cluster.broker_down(1).expect("broker down");
+    let during = tokio::spawn({
+        let log = log.clone();
+        async move { log.append(0, vec![record(1), record(2)]).await }
+    });
+    // The outage lasts a while (the fault itself, not a wait for a result).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cluster.broker_up(1).expect("broker up");
+    let acked = during
+        .await
+        .expect("task")
+        .expect("append completes after the outage");
+    assert_eq!(
+        acked.iter().map(|a| a.offset).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    let read = log.read(0, 0, 10).await.expect("reads back");
+    let keys: Vec<u8> = read.iter().map(|r| r.key[0]).collect();
+    assert_eq!(keys, vec![0, 1, 2], "each once, in order");
+}

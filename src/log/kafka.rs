@@ -279,11 +279,23 @@ impl EventLog for KafkaLog {
             reader.next = Some(from);
         }
         let mut out = Vec::with_capacity(want);
+        let deadline = tokio::time::Instant::now() + self.options.timeout;
         while out.len() < want {
-            let message = tokio::time::timeout(self.options.timeout, reader.consumer.recv())
+            let message = match tokio::time::timeout(self.options.timeout, reader.consumer.recv())
                 .await
                 .map_err(|_| backend(format!("reading partition {partition}"), "timed out"))?
-                .map_err(|e| backend(format!("reading partition {partition}"), e))?;
+            {
+                Ok(message) => message,
+                // A fetch error (a broker restarting, a leader moving) is transient: librdkafka
+                // keeps fetching, so wait for the next message; the timeout above bounds it.
+                Err(e) if tokio::time::Instant::now() >= deadline => {
+                    return Err(backend(format!("reading partition {partition}"), e));
+                }
+                Err(e) => {
+                    tracing::debug!(partition, error = %e, "kafka read: transient fetch error");
+                    continue;
+                }
+            };
             let offset = Offset::try_from(message.offset())
                 .map_err(|_| backend("reading", "negative offset"))?;
             let expected = from + out.len() as u64;
@@ -323,13 +335,32 @@ impl EventLog for KafkaLog {
             self.options.topic.clone(),
             self.options.timeout,
         );
-        let (_, high) = tokio::task::spawn_blocking(move || {
-            meta.fetch_watermarks(&topic, partition as i32, timeout)
-        })
-        .await
-        .map_err(|e| backend("reading watermarks", e))?
-        .map_err(|e| backend(format!("reading the end of partition {partition}"), e))?;
-        Offset::try_from(high).map_err(|_| backend("reading watermarks", "negative offset"))
+        // Retried within the timeout: right after a broker outage the first queries may fail.
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let (meta, topic) = (meta.clone(), topic.clone());
+            let asked = tokio::task::spawn_blocking(move || {
+                meta.fetch_watermarks(&topic, partition as i32, timeout)
+            })
+            .await
+            .map_err(|e| backend("reading watermarks", e))?;
+            match asked {
+                Ok((_, high)) => {
+                    return Offset::try_from(high)
+                        .map_err(|_| backend("reading watermarks", "negative offset"));
+                }
+                Err(e) if std::time::Instant::now() >= deadline => {
+                    return Err(backend(
+                        format!("reading the end of partition {partition}"),
+                        e,
+                    ));
+                }
+                Err(e) => {
+                    tracing::debug!(partition, error = %e, "kafka: transient watermark error");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
     }
 
     async fn wait_beyond(&self, partition: u32, offset: Offset) -> Result<(), LogError> {
