@@ -114,14 +114,27 @@ async fn reload<L: EventLog>(
 /// Reads the body up to the configured bound and parses it as JSON of the expected shape.
 /// Errors name the position and the expected fields, never a value from the body.
 async fn json_body<T: DeserializeOwned>(body: Body, max: usize) -> Result<T, ApiError> {
-    let bytes: Bytes = axum::body::to_bytes(body, max).await.map_err(|_| {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            format!("the body is larger than {max} bytes"),
-        )
-    })?;
-    serde_json::from_slice(&bytes).map_err(|e| {
+    parse_json(&bounded(body, max).await?)
+}
+
+/// The 413 answer for a body over `max` bytes.
+fn too_large(max: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body_too_large",
+        format!("the body is larger than {max} bytes"),
+    )
+}
+
+/// Reads a body, refusing more than `max` bytes.
+async fn bounded(body: Body, max: usize) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, max)
+        .await
+        .map_err(|_| too_large(max))
+}
+
+fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| {
         use serde_json::error::Category;
         let at = format!("line {} column {}", e.line(), e.column());
         match e.classify() {
@@ -153,17 +166,11 @@ async fn optional_json_body<T: DeserializeOwned + Default>(
     body: Body,
     max: usize,
 ) -> Result<T, ApiError> {
-    let bytes = axum::body::to_bytes(body, max).await.map_err(|_| {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            format!("the body is larger than {max} bytes"),
-        )
-    })?;
+    let bytes = bounded(body, max).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    json_body(Body::from(bytes), max).await
+    parse_json(&bytes)
 }
 
 fn rejects_oversize(headers: &HeaderMap, max: usize) -> Result<(), ApiError> {
@@ -172,22 +179,27 @@ fn rejects_oversize(headers: &HeaderMap, max: usize) -> Result<(), ApiError> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
     match declared {
-        Some(len) if len > max => Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            format!("the body is larger than {max} bytes"),
-        )),
+        Some(len) if len > max => Err(too_large(max)),
         _ => Ok(()),
     }
+}
+
+/// The authenticated principal of a request, which must hold `role`.
+fn with_role<L: EventLog>(
+    state: &ApiState<L>,
+    headers: &HeaderMap,
+    role: Role,
+) -> Result<Arc<Principal>, ApiError> {
+    let principal = auth::authenticate(&state.principals, headers)?;
+    auth::require(&principal, role)?;
+    Ok(principal)
 }
 
 fn agent<L: EventLog>(
     state: &ApiState<L>,
     headers: &HeaderMap,
 ) -> Result<Arc<Principal>, ApiError> {
-    let principal = auth::authenticate(&state.principals, headers)?;
-    auth::require(&principal, Role::Agent)?;
-    Ok(principal)
+    with_role(state, headers, Role::Agent)
 }
 
 /// An agent's request with a JSON body: authenticated, bounded, parsed.
@@ -404,9 +416,7 @@ fn operator<L: EventLog>(
     state: &ApiState<L>,
     headers: &HeaderMap,
 ) -> Result<Arc<Principal>, ApiError> {
-    let principal = auth::authenticate(&state.principals, headers)?;
-    auth::require(&principal, Role::Operator)?;
-    Ok(principal)
+    with_role(state, headers, Role::Operator)
 }
 
 async fn reconciliation<L: EventLog>(
