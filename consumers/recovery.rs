@@ -136,7 +136,8 @@ fn scan<L: EventLog>(
     };
     let mut due: BTreeMap<(u64, OperationId), OperationRecord> = BTreeMap::new();
     let mut expiring = Vec::new();
-    for record in records {
+    // On a shared log, a copy of another node's partition may be stale; its owner sweeps it.
+    for record in records.into_iter().filter(|r| ledger.owns(r)) {
         if crate::consumers::retention::due(&record, now_ms) {
             expiring.push(record.id);
         } else if let Some(at) = due_at(&record, now_ms) {

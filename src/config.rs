@@ -76,6 +76,18 @@ struct RawLog {
     brokers: Option<String>,
     #[serde(default)]
     writer_threads: Option<u32>,
+    #[serde(default)]
+    topic: Option<String>,
+    #[serde(default)]
+    replies_topic: Option<String>,
+    #[serde(default)]
+    group: Option<String>,
+    #[serde(default)]
+    replication_factor: Option<u16>,
+    #[serde(default)]
+    advertise: Option<String>,
+    #[serde(default)]
+    librdkafka: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for RawLog {
@@ -85,6 +97,12 @@ impl Default for RawLog {
             partitions: default_partitions(),
             brokers: None,
             writer_threads: None,
+            topic: None,
+            replies_topic: None,
+            group: None,
+            replication_factor: None,
+            advertise: None,
+            librdkafka: Default::default(),
         }
     }
 }
@@ -181,11 +199,49 @@ pub enum Backend {
     /// Segment files in the data directory (the default).
     Embedded,
     /// A Kafka cluster.
-    Kafka {
-        /// Bootstrap servers, `host:port,…`.
-        brokers: String,
-    },
+    Kafka(KafkaSettings),
 }
+
+/// Where and how a node finds its log on Kafka (`[log]` with `backend = "kafka"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KafkaSettings {
+    /// Bootstrap servers, `host:port,…`.
+    pub brokers: String,
+    /// The events topic (default `opledger.events`).
+    pub topic: String,
+    /// The topic decisions travel back to the requesting node on (default `opledger.replies`).
+    pub replies_topic: String,
+    /// The consumer group that places the arbiters (default `opledger`).
+    pub group: String,
+    /// Replication factor of topics a node creates when they are missing (default 3).
+    pub replication_factor: u16,
+    /// How other nodes reach this node's HTTP API (`None`: `http://` + the bound address).
+    pub advertise: Option<String>,
+    /// Extra librdkafka producer settings (tuning only; unsafe ones are refused at start).
+    pub librdkafka: Vec<(String, String)>,
+}
+
+impl KafkaSettings {
+    /// Settings for `brokers` with every default.
+    pub fn new(brokers: &str) -> Self {
+        Self {
+            brokers: brokers.to_owned(),
+            topic: KAFKA_TOPIC_DEFAULT.to_owned(),
+            replies_topic: KAFKA_REPLIES_TOPIC_DEFAULT.to_owned(),
+            group: KAFKA_GROUP_DEFAULT.to_owned(),
+            replication_factor: 3,
+            advertise: None,
+            librdkafka: Vec::new(),
+        }
+    }
+}
+
+/// Default events topic.
+pub const KAFKA_TOPIC_DEFAULT: &str = "opledger.events";
+/// Default replies topic.
+pub const KAFKA_REPLIES_TOPIC_DEFAULT: &str = "opledger.replies";
+/// Default consumer group of the arbiters.
+pub const KAFKA_GROUP_DEFAULT: &str = "opledger";
 
 /// A role a principal may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -309,9 +365,67 @@ impl Config {
                 raw.log.partitions
             )));
         }
-        let backend = match (raw.log.backend.as_str(), raw.log.brokers) {
+        let backend = match (raw.log.backend.as_str(), raw.log.brokers.clone()) {
             ("embedded", _) => Backend::Embedded,
-            ("kafka", Some(brokers)) if !brokers.trim().is_empty() => Backend::Kafka { brokers },
+            ("kafka", Some(brokers)) if !brokers.trim().is_empty() => {
+                let log = &raw.log;
+                let name = |value: &Option<String>, default: &str, what: &str| {
+                    let v = value.clone().unwrap_or_else(|| default.to_owned());
+                    let ok = !v.is_empty()
+                        && v.len() <= 249
+                        && v.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+                    if ok {
+                        Ok(v)
+                    } else {
+                        Err(invalid(format!(
+                            "[log] {what} = {v:?}: use 1-249 characters of a-z, A-Z, 0-9, '.', '_', '-'"
+                        )))
+                    }
+                };
+                let topic = name(&log.topic, KAFKA_TOPIC_DEFAULT, "topic")?;
+                let replies_topic = name(
+                    &log.replies_topic,
+                    KAFKA_REPLIES_TOPIC_DEFAULT,
+                    "replies_topic",
+                )?;
+                if topic == replies_topic {
+                    return Err(invalid(
+                        "[log] topic and replies_topic must differ".to_owned(),
+                    ));
+                }
+                let group = name(&log.group, KAFKA_GROUP_DEFAULT, "group")?;
+                let replication_factor = log.replication_factor.unwrap_or(3);
+                if replication_factor == 0 {
+                    return Err(invalid(
+                        "[log] replication_factor must be at least 1".to_owned(),
+                    ));
+                }
+                if let Some(advertise) = &log.advertise
+                    && !(advertise.starts_with("http://") || advertise.starts_with("https://"))
+                {
+                    return Err(invalid(format!(
+                        "[log] advertise = {advertise:?} must be an http:// or https:// address"
+                    )));
+                }
+                let librdkafka: Vec<(String, String)> =
+                    log.librdkafka.clone().into_iter().collect();
+                if let Err(e) = crate::log::kafka::check_producer_settings(&librdkafka) {
+                    return Err(invalid(format!("[log.librdkafka] {e}")));
+                }
+                Backend::Kafka(KafkaSettings {
+                    brokers,
+                    topic,
+                    replies_topic,
+                    group,
+                    replication_factor,
+                    advertise: log
+                        .advertise
+                        .as_ref()
+                        .map(|a| a.trim_end_matches('/').to_owned()),
+                    librdkafka,
+                })
+            }
             ("kafka", _) => {
                 return Err(invalid(
                     "[log] backend = \"kafka\" needs brokers = \"host:port,…\"".to_owned(),

@@ -199,7 +199,7 @@ struct Counters {
 }
 
 struct Agent<'a> {
-    ledger: &'a crate::ledger::Ledger<crate::log::embedded::EmbeddedLog>,
+    ledger: &'a crate::ledger::Ledger<crate::log::any::AnyLog>,
     principal: &'a Principal,
     http: &'a reqwest::Client,
     sim: std::net::SocketAddr,

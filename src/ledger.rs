@@ -154,6 +154,8 @@ pub struct Ledger<L: EventLog> {
     decision_wait: Duration,
     metrics: Option<Arc<Metrics>>,
     status_client: reqwest::Client,
+    /// On a shared (Kafka) log: the partitions this node owns; `None` owns everything.
+    ownership: Option<Arc<crate::cluster::Ownership>>,
 }
 
 impl<L: EventLog> Ledger<L> {
@@ -171,6 +173,7 @@ impl<L: EventLog> Ledger<L> {
             tools: Arc::new(tools),
             decision_wait: DECISION_WAIT_DEFAULT,
             metrics: None,
+            ownership: None,
             status_client: reqwest::Client::builder()
                 .timeout(STATUS_QUERY_TIMEOUT)
                 .build()
@@ -182,6 +185,20 @@ impl<L: EventLog> Ledger<L> {
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = Some(metrics);
         self
+    }
+
+    /// Restricts background work and the operator queue to the partitions this node owns.
+    pub fn with_ownership(mut self, ownership: Arc<crate::cluster::Ownership>) -> Self {
+        self.ownership = Some(ownership);
+        self
+    }
+
+    /// Whether this node owns (and has caught up on) the record's partition, so its copy is
+    /// current and background work on it is this node's to do.
+    pub fn owns(&self, record: &OperationRecord) -> bool {
+        self.ownership
+            .as_ref()
+            .is_none_or(|o| o.owns(partition_for(&record.scope.0, self.log.partition_count())))
     }
 
     /// The tool contracts.
@@ -458,7 +475,7 @@ impl<L: EventLog> Ledger<L> {
             .into_iter()
             // The index and the record are read one after the other; a resolution may land
             // in between.
-            .filter(|r| matches!(r.state, OpState::Manual { .. }))
+            .filter(|r| matches!(r.state, OpState::Manual { .. }) && self.owns(r))
             .collect();
         waiting.sort_by_key(|r| (r.created_at_ms, r.id));
         let total = waiting.len();

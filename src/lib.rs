@@ -14,6 +14,7 @@
 
 pub mod api;
 pub mod arbiter;
+pub mod cluster;
 pub mod config;
 #[path = "../consumers/mod.rs"]
 pub mod consumers;

@@ -1,20 +1,36 @@
 //! A running ledger node: the log, the projection, one arbiter task per partition, and the ledger
 //! service on top. `serve`, `rebuild`, the benchmarks and the tests all start nodes through here.
+//!
+//! On the embedded log a node owns every partition. On Kafka a consumer group places the
+//! arbiters (see [`crate::cluster`]): the node runs arbiters only for the partitions it is
+//! assigned, answers reach callers on other nodes through the replies topic, and requests that
+//! read the projection are forwarded to the partition's owner.
 
 use crate::arbiter::replies::Replies;
 use crate::arbiter::{Arbiter, ArbiterError};
-use crate::config::{Backend, Config};
+use crate::cluster::Ownership;
+use crate::cluster::bus::{self, BusProducer, OwnersAnnouncement};
+use crate::cluster::directory::{ANNOUNCE_EVERY, Directory};
+use crate::cluster::forward::Cluster;
+use crate::cluster::placement::{Placement, PlacementEvent};
+use crate::config::{Backend, Config, KafkaSettings};
 use crate::consumers::metrics::Metrics;
 use crate::core::digest::StateDigest;
 use crate::ledger::Ledger;
+use crate::log::any::AnyLog;
 use crate::log::embedded::{EmbeddedLog, EmbeddedOptions};
+use crate::log::kafka::{KafkaLog, KafkaOptions, TopicSpec, ensure_topics};
 use crate::log::model::{EventLog, LogError};
 use crate::projection::{LogIdentity, Projection, ProjectionError, Reset};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::sync::watch;
+use std::time::Duration;
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinSet;
+
+/// Longest wait for one Kafka request (metadata, an append, a read) before it counts as failed.
+pub const KAFKA_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a node could not start or stopped badly.
 #[derive(Debug, thiserror::Error)]
@@ -33,9 +49,9 @@ pub enum NodeError {
     /// An arbiter failed.
     #[error(transparent)]
     Arbiter(#[from] ArbiterError),
-    /// The configured backend is not available in this build.
-    #[error("the {0} backend is not available yet; use [log] backend = \"embedded\"")]
-    BackendUnavailable(&'static str),
+    /// The Kafka cluster could not be joined (group, replies topic).
+    #[error("cannot join the Kafka cluster: {0}")]
+    Cluster(String),
     /// The data directory cannot be created.
     #[error("cannot create the data directory {dir}: {source}")]
     DataDir {
@@ -58,10 +74,14 @@ pub struct Progress {
 /// A started node.
 pub struct Node {
     /// The ledger service.
-    pub ledger: Arc<Ledger<EmbeddedLog>>,
+    pub ledger: Arc<Ledger<AnyLog>>,
     /// The metrics consumer's counters.
     pub metrics: Arc<Metrics>,
-    log: Arc<EmbeddedLog>,
+    /// On Kafka: what the routing middleware needs (`None` on the embedded log).
+    pub cluster: Option<Arc<Cluster>>,
+    log: Arc<AnyLog>,
+    /// On Kafka: this node's consumer-group member.
+    placement: Option<Placement>,
     projection: Projection,
     projection_dir: PathBuf,
     /// False once an arbiter failed: the projection is then not marked clean at shutdown.
@@ -72,11 +92,47 @@ pub struct Node {
     consumers: Vec<tokio::task::JoinHandle<()>>,
 }
 
-/// Opens the embedded log of a config.
-pub fn open_log(config: &Config) -> Result<Arc<EmbeddedLog>, NodeError> {
-    if let Backend::Kafka { .. } = config.backend {
-        return Err(NodeError::BackendUnavailable("kafka"));
+/// Opens the log of a config: the embedded log in the data directory, or the Kafka topics
+/// (created when missing).
+pub async fn open_log(config: &Config) -> Result<Arc<AnyLog>, NodeError> {
+    match &config.backend {
+        Backend::Embedded => open_embedded(config).map(|log| Arc::new(AnyLog::Embedded(log))),
+        Backend::Kafka(kafka) => open_kafka(config, kafka)
+            .await
+            .map(|log| Arc::new(AnyLog::Kafka(log))),
     }
+}
+
+async fn open_kafka(config: &Config, kafka: &KafkaSettings) -> Result<KafkaLog, NodeError> {
+    let in_kafka = |source| NodeError::OpenLog {
+        dir: PathBuf::from(format!("kafka topic {}", kafka.topic)),
+        source,
+    };
+    let specs = [
+        TopicSpec::events(&kafka.topic, config.partitions, kafka.replication_factor),
+        TopicSpec::replies(
+            &kafka.replies_topic,
+            config.partitions,
+            kafka.replication_factor,
+        ),
+    ];
+    ensure_topics(&kafka.brokers, &specs, KAFKA_TIMEOUT)
+        .await
+        .map_err(in_kafka)?;
+    let options = KafkaOptions {
+        brokers: kafka.brokers.clone(),
+        topic: kafka.topic.clone(),
+        partitions: config.partitions,
+        timeout: KAFKA_TIMEOUT,
+        producer_settings: kafka.librdkafka.clone(),
+    };
+    tokio::task::spawn_blocking(move || KafkaLog::open(options))
+        .await
+        .map_err(|e| NodeError::Cluster(e.to_string()))?
+        .map_err(in_kafka)
+}
+
+fn open_embedded(config: &Config) -> Result<EmbeddedLog, NodeError> {
     std::fs::create_dir_all(&config.data_dir).map_err(|source| NodeError::DataDir {
         dir: config.data_dir.clone(),
         source,
@@ -86,14 +142,16 @@ pub fn open_log(config: &Config) -> Result<Arc<EmbeddedLog>, NodeError> {
     if let Some(threads) = config.writer_threads {
         options.writer_threads = threads;
     }
-    EmbeddedLog::open(&dir, options)
-        .map(Arc::new)
-        .map_err(|source| NodeError::OpenLog { dir, source })
+    EmbeddedLog::open(&dir, options).map_err(|source| NodeError::OpenLog { dir, source })
 }
 
-fn identity(log: &EmbeddedLog) -> LogIdentity {
+fn identity(log: &AnyLog) -> LogIdentity {
+    let log_id = match log {
+        AnyLog::Embedded(log) => *log.log_id().as_bytes(),
+        AnyLog::Kafka(log) => log.log_id(),
+    };
     LogIdentity {
-        log_id: *log.log_id().as_bytes(),
+        log_id,
         partitions: log.partition_count(),
     }
 }
@@ -103,13 +161,18 @@ fn projection_dir(config: &Config) -> PathBuf {
 }
 
 impl Node {
-    /// Opens everything, brings every partition's projection up to the log's end (reporting
-    /// progress), then starts the arbiters.
+    /// Opens everything and starts the arbiters. On the embedded log every partition's
+    /// projection is first brought up to the log's end (reporting progress); on Kafka the node
+    /// joins the group and runs arbiters for the partitions it is given.
     pub async fn start(
         config: &Config,
         mut progress: impl FnMut(Progress),
     ) -> Result<Self, NodeError> {
-        let log = open_log(config)?;
+        let log = open_log(config).await?;
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| NodeError::DataDir {
+            dir: config.data_dir.clone(),
+            source,
+        })?;
         let (projection, reset) = Projection::open(
             &projection_dir(config),
             config.projection_cache_bytes,
@@ -124,23 +187,45 @@ impl Node {
             ),
         }
         let replies = Arc::new(Replies::new());
-        let arbiters = catch_up_all(&log, &projection, &replies, &mut progress).await?;
         let (stop, stopped) = watch::channel(false);
         let metrics = Arc::new(Metrics::new());
         let mut tasks = JoinSet::new();
-        for arbiter in arbiters {
-            tasks.spawn(arbiter.with_observer(metrics.clone()).run(stopped.clone()));
-        }
-        let ledger = Arc::new(
-            Ledger::new(
-                log.clone(),
-                projection.clone(),
-                replies,
-                config.tools.clone(),
-            )
-            .with_metrics(metrics.clone()),
-        );
         let mut consumers = Vec::new();
+        let mut ledger = Ledger::new(
+            log.clone(),
+            projection.clone(),
+            replies.clone(),
+            config.tools.clone(),
+        )
+        .with_metrics(metrics.clone());
+        let (cluster, placement) = match &config.backend {
+            Backend::Embedded => {
+                let arbiters = catch_up_all(&log, &projection, &replies, &mut progress).await?;
+                for arbiter in arbiters {
+                    tasks.spawn(arbiter.with_observer(metrics.clone()).run(stopped.clone()));
+                }
+                (None, None)
+            }
+            Backend::Kafka(kafka) => {
+                let joined = join_cluster(
+                    config,
+                    kafka,
+                    Partitions {
+                        log: log.clone(),
+                        projection: projection.clone(),
+                        replies: replies.clone(),
+                        metrics: metrics.clone(),
+                    },
+                    stopped.clone(),
+                )
+                .await?;
+                tasks.spawn(joined.manager);
+                consumers.extend(joined.tasks);
+                ledger = ledger.with_ownership(joined.cluster.ownership.clone());
+                (Some(joined.cluster), Some(joined.placement))
+            }
+        };
+        let ledger = Arc::new(ledger);
         if let Some(options) = config.recovery.clone() {
             // Its sweep drives retention too.
             consumers.push(tokio::spawn(crate::consumers::recovery::run(
@@ -153,7 +238,9 @@ impl Node {
             consumers,
             ledger,
             metrics,
+            cluster,
             log,
+            placement,
             projection,
             projection_dir: projection_dir(config),
             healthy: true,
@@ -187,6 +274,11 @@ impl Node {
     /// Stops the arbiters, flushes the projection (marking it clean if every arbiter stopped
     /// without error) and closes the log.
     pub async fn shutdown(mut self) -> Result<(), NodeError> {
+        if let Some(mut placement) = self.placement.take() {
+            // Leave the group first: the revocation stops this node's arbiters, and the others
+            // take the partitions over at once instead of after the session timeout.
+            let _ = tokio::task::spawn_blocking(move || placement.stop()).await;
+        }
         let _ = self.stop.send(true);
         for consumer in self.consumers.drain(..) {
             // Each returns on the stop signal; a panic there changes nothing durable.
@@ -205,13 +297,265 @@ impl Node {
             self.projection.flush()?;
         }
         drop(self.ledger);
-        if let Some(log) = Arc::into_inner(self.log) {
+        drop(self.cluster);
+        if let Some(AnyLog::Embedded(log)) = Arc::into_inner(self.log) {
             log.close().map_err(|source| NodeError::OpenLog {
                 dir: PathBuf::from("log"),
                 source,
             })?;
         }
         Ok(())
+    }
+}
+
+/// What an arbiter of any partition needs.
+#[derive(Clone)]
+struct Partitions {
+    log: Arc<AnyLog>,
+    projection: Projection,
+    replies: Arc<Replies>,
+    metrics: Arc<Metrics>,
+}
+
+/// A node's membership in a Kafka cluster.
+struct Joined {
+    cluster: Arc<Cluster>,
+    placement: Placement,
+    /// Runs the arbiters the group assigns; ends with the first arbiter failure.
+    manager: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ArbiterError>> + Send>>,
+    /// The replies reader and the announcer.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+async fn join_cluster(
+    config: &Config,
+    kafka: &KafkaSettings,
+    partitions: Partitions,
+    stopped: watch::Receiver<bool>,
+) -> Result<Joined, NodeError> {
+    let cluster_err = |e: &dyn std::fmt::Display| NodeError::Cluster(e.to_string());
+    let count = config.partitions;
+    let node = partitions.replies.node();
+    let bus = Arc::new(
+        BusProducer::new(&kafka.brokers, &kafka.replies_topic, count)
+            .map_err(|e| cluster_err(&e))?,
+    );
+    partitions.replies.set_remote(Box::new(bus.clone()));
+    let directory = Arc::new(Directory::new(ANNOUNCE_EVERY * 3));
+    let ownership = Arc::new(Ownership::new(count));
+    // Reading replies starts before anything can be asked, so no answer is missed.
+    let reader = bus::listen(
+        &kafka.brokers,
+        &kafka.replies_topic,
+        count,
+        partitions.replies.clone(),
+        directory.clone(),
+        stopped.clone(),
+        KAFKA_TIMEOUT,
+    )
+    .await
+    .map_err(|e| cluster_err(&e))?;
+    let changed = Arc::new(Notify::new());
+    let announcer = tokio::spawn(announce(
+        bus,
+        OwnersAnnouncement {
+            node,
+            advertise: kafka
+                .advertise
+                .clone()
+                .unwrap_or_else(|| format!("http://{}", config.listen)),
+            partitions: Vec::new(),
+        },
+        ownership.clone(),
+        changed.clone(),
+        stopped.clone(),
+    ));
+    let (placement, events) = Placement::join(
+        &kafka.brokers,
+        &kafka.group,
+        &kafka.topic,
+        &format!("opledger-{node:016x}"),
+    )
+    .map_err(|e| cluster_err(&e))?;
+    tracing::info!(node = format!("{node:016x}"), group = %kafka.group, "joined the arbiter group");
+    let manager = Box::pin(manage(
+        events,
+        partitions.clone(),
+        ownership.clone(),
+        changed,
+        stopped,
+    ));
+    let cluster = Arc::new(Cluster {
+        node,
+        ownership,
+        directory,
+        projection: partitions.projection.clone(),
+        body_bytes_max: config.body_bytes_max,
+        client: reqwest::Client::new(),
+    });
+    Ok(Joined {
+        cluster,
+        placement,
+        manager,
+        tasks: vec![reader, announcer],
+    })
+}
+
+/// Resolves once the stop signal is (or was) given, holding no borrow of the channel.
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Announces this node's caught-up partitions on every change and every [`ANNOUNCE_EVERY`].
+async fn announce(
+    bus: Arc<BusProducer>,
+    mut me: OwnersAnnouncement,
+    ownership: Arc<Ownership>,
+    changed: Arc<Notify>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        me.partitions = ownership.owned();
+        bus.announce(me.clone());
+        tokio::select! {
+            _ = stopped(&mut stop) => return,
+            _ = changed.notified() => {}
+            _ = tokio::time::sleep(ANNOUNCE_EVERY) => {}
+        }
+    }
+}
+
+/// Runs the arbiters of the partitions the group assigns to this node, and stops them when
+/// the group takes partitions away (confirming only once they have stopped).
+async fn manage(
+    mut events: mpsc::UnboundedReceiver<PlacementEvent>,
+    partitions: Partitions,
+    ownership: Arc<Ownership>,
+    changed: Arc<Notify>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), ArbiterError> {
+    type Running = HashMap<u32, (watch::Sender<bool>, tokio::task::JoinHandle<()>)>;
+    let mut running: Running = HashMap::new();
+    let (failed_tx, mut failed) = mpsc::unbounded_channel::<ArbiterError>();
+    async fn stop_partition(running: &mut Running, ownership: &Ownership, partition: u32) {
+        ownership.set(partition, false);
+        if let Some((stop, task)) = running.remove(&partition) {
+            let _ = stop.send(true);
+            let _ = task.await;
+        }
+    }
+    let result = loop {
+        tokio::select! {
+            _ = stopped(&mut stop) => break Ok(()),
+            Some(e) = failed.recv() => break Err(e),
+            event = events.recv() => match event {
+                None => break Ok(()),
+                Some(PlacementEvent::Assigned(assigned)) => {
+                    for partition in assigned {
+                        if running.contains_key(&partition) {
+                            continue;
+                        }
+                        let (stop_tx, stop_rx) = watch::channel(false);
+                        let task = tokio::spawn(run_partition(
+                            partition,
+                            partitions.clone(),
+                            ownership.clone(),
+                            changed.clone(),
+                            stop_rx,
+                            failed_tx.clone(),
+                        ));
+                        running.insert(partition, (stop_tx, task));
+                    }
+                }
+                Some(PlacementEvent::Revoked(revoked, done)) => {
+                    for partition in revoked {
+                        stop_partition(&mut running, &ownership, partition).await;
+                    }
+                    changed.notify_one();
+                    let _ = done.send(());
+                }
+            },
+        }
+    };
+    let all: Vec<u32> = running.keys().copied().collect();
+    for partition in all {
+        stop_partition(&mut running, &ownership, partition).await;
+    }
+    result
+}
+
+/// One owned partition: catch up from this node's projection, then apply as the log grows.
+/// A Kafka error (a broker restarting) retries after a pause; anything else stops the node.
+async fn run_partition(
+    partition: u32,
+    p: Partitions,
+    ownership: Arc<Ownership>,
+    changed: Arc<Notify>,
+    mut stop: watch::Receiver<bool>,
+    failed: mpsc::UnboundedSender<ArbiterError>,
+) {
+    loop {
+        let arbiter_stop = stop.clone();
+        let attempt = async {
+            let mut arbiter = Arbiter::new(
+                partition,
+                p.log.clone(),
+                p.projection.clone(),
+                p.replies.clone(),
+            )?
+            .with_observer(p.metrics.clone());
+            let end = p
+                .log
+                .end_offset(partition)
+                .await
+                .map_err(|source| ArbiterError::Log { partition, source })?;
+            if arbiter.next_offset() > end {
+                return Err(ArbiterError::Log {
+                    partition,
+                    source: LogError::Corrupt {
+                        partition,
+                        segment: PathBuf::from("projection"),
+                        position: arbiter.next_offset(),
+                        reason: format!(
+                            "the projection has applied {} events but the log has {end}: it was \
+                             built from another log; run `opledger rebuild`",
+                            arbiter.next_offset()
+                        ),
+                    },
+                });
+            }
+            arbiter.catch_up(|_| {}).await?;
+            ownership.set(partition, true);
+            changed.notify_one();
+            tracing::info!(
+                partition,
+                next = arbiter.next_offset(),
+                "arbiter caught up; owning the partition"
+            );
+            arbiter.run(arbiter_stop).await
+        };
+        let outcome = tokio::select! {
+            _ = stopped(&mut stop) => return,
+            outcome = attempt => outcome,
+        };
+        ownership.set(partition, false);
+        match outcome {
+            Ok(()) => return,
+            Err(ArbiterError::Log {
+                source: LogError::Io { .. },
+                ..
+            }) if !*stop.borrow() => {
+                tracing::warn!(partition, "arbiter lost the log for a moment; resuming");
+                tokio::select! {
+                    _ = stopped(&mut stop) => return,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+            Err(e) => {
+                let _ = failed.send(e);
+                return;
+            }
+        }
     }
 }
 
@@ -266,7 +610,11 @@ pub async fn rebuild(
     config: &Config,
     mut progress: impl FnMut(Progress),
 ) -> Result<StateSummary, NodeError> {
-    let log = open_log(config)?;
+    let log = open_log(config).await?;
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| NodeError::DataDir {
+        dir: config.data_dir.clone(),
+        source,
+    })?;
     let projection = Projection::reset(
         &projection_dir(config),
         config.projection_cache_bytes,
@@ -290,7 +638,7 @@ pub async fn rebuild(
         digest.add(&record);
     }
     let (digest, _) = digest.finish();
-    if let Some(log) = Arc::into_inner(log)
+    if let Some(AnyLog::Embedded(log)) = Arc::into_inner(log)
         && let Err(e) = log.close()
     {
         tracing::warn!(error = %e, "log did not close cleanly");

@@ -127,7 +127,7 @@ fn too_large(max: usize) -> ApiError {
 }
 
 /// Reads a body, refusing more than `max` bytes.
-async fn bounded(body: Body, max: usize) -> Result<Bytes, ApiError> {
+pub(crate) async fn bounded(body: Body, max: usize) -> Result<Bytes, ApiError> {
     axum::body::to_bytes(body, max)
         .await
         .map_err(|_| too_large(max))

@@ -182,7 +182,7 @@ impl<L: EventLog> Arbiter<L> {
             observer.observe(&applied.observed);
         }
         for (to, answer) in applied.answers {
-            self.replies.deliver(to, answer);
+            self.replies.route(to, answer);
         }
         Ok(())
     }

@@ -3,6 +3,10 @@
 //! A caller registers before appending and puts the returned [`ReplyTo`] into the event; the
 //! arbiter that applies the event delivers the decision here. The node id is random per process,
 //! so events of an earlier incarnation that are re-applied after a restart reach nobody.
+//!
+//! With several nodes on one Kafka log, the arbiter that applies an event may run on another
+//! node than the caller; answers for other nodes go to a [`RemoteReplies`] sink (the replies
+//! topic), and the caller's node hands what arrives there to [`Replies::deliver`].
 
 use crate::core::decision::Decision;
 use crate::core::event::ReplyTo;
@@ -16,7 +20,7 @@ use tokio::sync::oneshot;
 const SHARDS: usize = 32;
 
 /// A decision and the record as it stands after the event.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Answer {
     /// The decision.
     pub decision: Decision,
@@ -24,11 +28,18 @@ pub struct Answer {
     pub record: Option<OperationRecord>,
 }
 
+/// Where answers for callers on other nodes go. Must not block: it runs on an arbiter's task.
+pub trait RemoteReplies: Send + Sync {
+    /// Sends `answer` towards node `to.node`.
+    fn send(&self, to: ReplyTo, answer: Answer);
+}
+
 /// Pending callers of this node, by request number.
 pub struct Replies {
     node: u64,
     next: AtomicU64,
     shards: [Mutex<HashMap<u64, oneshot::Sender<Answer>>>; SHARDS],
+    remote: std::sync::OnceLock<Box<dyn RemoteReplies>>,
 }
 
 impl Replies {
@@ -43,6 +54,28 @@ impl Replies {
             node,
             next: AtomicU64::new(0),
             shards: std::array::from_fn(|_| Mutex::new(HashMap::new())),
+            remote: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// This node's incarnation id.
+    pub fn node(&self) -> u64 {
+        self.node
+    }
+
+    /// Sends answers addressed to other nodes to `remote` from now on (set once).
+    pub fn set_remote(&self, remote: Box<dyn RemoteReplies>) {
+        if self.remote.set(remote).is_err() {
+            tracing::warn!("reply path: a remote sink was already set; keeping the first");
+        }
+    }
+
+    /// Routes an answer from an arbiter: to a waiting caller here, or to another node.
+    pub fn route(&self, to: ReplyTo, answer: Answer) {
+        if to.node == self.node {
+            self.deliver(to, answer);
+        } else if let Some(remote) = self.remote.get() {
+            remote.send(to, answer);
         }
     }
 
@@ -71,7 +104,8 @@ impl Replies {
         }
     }
 
-    /// Delivers a decision; events of other nodes or earlier incarnations are ignored.
+    /// Delivers a decision to a caller of this node; answers for other nodes or earlier
+    /// incarnations are ignored.
     pub fn deliver(&self, to: ReplyTo, answer: Answer) {
         if to.node != self.node {
             return;
@@ -137,5 +171,32 @@ mod tests {
         );
         assert!(rx.try_recv().is_err());
         assert_eq!(replies.pending(), 1);
+    }
+
+    struct Sink(std::sync::mpsc::Sender<(ReplyTo, Answer)>);
+    impl RemoteReplies for Sink {
+        fn send(&self, to: ReplyTo, answer: Answer) {
+            let _ = self.0.send((to, answer));
+        }
+    }
+
+    #[tokio::test]
+    async fn answers_for_other_nodes_go_to_the_remote_sink_and_local_ones_stay() {
+        let replies = Replies::with_node(7);
+        let (tx, rx) = std::sync::mpsc::channel();
+        replies.set_remote(Box::new(Sink(tx)));
+        let (mine, my_rx) = replies.register();
+        let theirs = ReplyTo {
+            node: 8,
+            request: 0,
+        };
+        replies.route(theirs, answer());
+        replies.route(mine, answer());
+        assert_eq!(my_rx.await.expect("answered"), answer());
+        assert_eq!(rx.try_recv().expect("sent on"), (theirs, answer()));
+        assert!(
+            rx.try_recv().is_err(),
+            "a local answer never leaves the node"
+        );
     }
 }

@@ -46,6 +46,13 @@ enum Command {
         /// Overrides the config's listen address (port 0 picks a free port).
         #[arg(long, value_name = "ADDR")]
         listen: Option<std::net::SocketAddr>,
+        /// Overrides the config's log backend: `embedded`, or `kafka` (needs brokers from the
+        /// config or --brokers; topics are created when missing).
+        #[arg(long = "log", value_name = "BACKEND", value_parser = ["embedded", "kafka"])]
+        backend: Option<String>,
+        /// Kafka bootstrap servers, `host:port,…` (with --log kafka).
+        #[arg(long, value_name = "HOSTS")]
+        brokers: Option<String>,
     },
     /// Replay the whole log through the state machine in memory, without touching the live
     /// projection, and print JSON: events, operations by state, digest.
@@ -110,7 +117,19 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve { args, listen } => serve::run(&args, listen),
+        Command::Serve {
+            args,
+            listen,
+            backend,
+            brokers,
+        } => serve::run(
+            &args,
+            serve::Overrides {
+                listen,
+                backend,
+                brokers,
+            },
+        ),
         Command::Audit { args } => audit(&args),
         Command::Rebuild { args } => rebuild(&args),
         Command::Check { config } => check(&config),

@@ -4,30 +4,62 @@ use super::{ConfigArgs, load, progress, runtime};
 use anyhow::Context;
 use opledger::api::auth::Principals;
 use opledger::api::{ApiState, reload_principals, router};
+use opledger::cluster::forward::route;
+use opledger::config::{Backend, Config, KafkaSettings};
 use opledger::node::Node;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+/// Command-line settings that override the config.
+pub struct Overrides {
+    /// `--listen`.
+    pub listen: Option<SocketAddr>,
+    /// `--log`.
+    pub backend: Option<String>,
+    /// `--brokers`.
+    pub brokers: Option<String>,
+}
+
+/// Applies `--log` / `--brokers` to the config's backend.
+fn override_backend(config: &mut Config, o: &Overrides) -> anyhow::Result<()> {
+    match (o.backend.as_deref(), &o.brokers, &mut config.backend) {
+        (Some("embedded"), None, _) => config.backend = Backend::Embedded,
+        (Some("embedded"), Some(_), _) => anyhow::bail!("--brokers needs --log kafka"),
+        (Some("kafka") | None, Some(brokers), Backend::Kafka(k)) => k.brokers = brokers.clone(),
+        (Some("kafka") | None, Some(brokers), Backend::Embedded) => {
+            config.backend = Backend::Kafka(KafkaSettings::new(brokers));
+        }
+        (Some("kafka"), None, Backend::Embedded) => {
+            anyhow::bail!("--log kafka needs --brokers host:port (or [log] brokers in the config)")
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// Runs `serve`.
-pub fn run(args: &ConfigArgs, listen: Option<SocketAddr>) -> anyhow::Result<()> {
+pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
     opledger::telemetry::init(&args.log_level);
     let (mut config, dev_token) = load(args)?;
-    if let Some(addr) = listen {
+    if let Some(addr) = overrides.listen {
         config.listen = addr;
     }
+    override_backend(&mut config, &overrides)?;
     runtime()?.block_on(async move {
         // Listen for SIGHUP from the start: its default action would kill a node that is still
         // catching up.
         let hangups = hangup_signals();
+        // Bind first: on Kafka the node announces the address it is reached at.
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let addr = listener.local_addr()?;
+        config.listen = addr;
         let mut bar = progress::Bar::new("applying the log");
         let mut node = Node::start(&config, |p| bar.show(p.applied, p.total))
             .await
             .context("cannot start the ledger")?;
         bar.finish();
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", config.listen))?;
-        let addr = listener.local_addr()?;
         let state = Arc::new(ApiState {
             ledger: node.ledger.clone(),
             principals: Principals::new(&config.principals_by_token),
@@ -42,7 +74,12 @@ pub fn run(args: &ConfigArgs, listen: Option<SocketAddr>) -> anyhow::Result<()> 
         // Tests and scripts wait for this exact line on stdout.
         println!("opledger listening on http://{addr}");
         let reloader = tokio::spawn(reload_on_sighup(hangups, state.clone()));
-        let server = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown_signal());
+        let mut app = router(state);
+        if let Some(cluster) = node.cluster.clone() {
+            // On a shared log, reads are answered by the partition's owner.
+            app = app.layer(axum::middleware::from_fn_with_state(cluster, route));
+        }
+        let server = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal());
         let outcome = tokio::select! {
             served = server => served.context("HTTP server failed"),
             failure = node.failed() => Err(anyhow::Error::new(failure).context("a partition arbiter stopped")),

@@ -4,7 +4,8 @@ use crate::core::fingerprint::Category;
 
 /// What the arbiter decided about one event. Stable: the `code` strings are the public `decision`
 /// values of the HTTP API and must never be renamed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Serialisable so a decision can travel to the requesting node (Kafka reply path).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Decision {
     /// The claimant is the executor: call the tool now, then report.
     Execute,
@@ -51,7 +52,7 @@ impl Decision {
 }
 
 /// Why a transition was refused. Ordered by precedence: the first that applies is reported.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Rejection {
     /// No operation exists for the scope.
     UnknownOperation,

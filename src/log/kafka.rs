@@ -6,10 +6,9 @@
 //! The message key is the scoped hash. The producer is idempotent with `acks=all`: an append
 //! returns only once every broker in the in-sync set has the records, in order.
 //!
-//! Status: the backend and its conformance run against librdkafka's in-process mock cluster.
-//! Consumer-group placement of arbiters, the cross-node reply path and the topic's creation
-//! with its settings are the next steps of the Kafka issue; until then `serve` keeps refusing
-//! `backend = "kafka"`.
+//! A node creates missing topics with [`ensure_topics`]: the events topic keeps everything
+//! forever (it is the source of truth) and stamps records with the broker's append time, so
+//! several producers on one partition still give non-decreasing timestamps.
 
 use crate::log::model::{Appended, EventLog, LogError, LogRecord, NewRecord, Offset};
 use rdkafka::ClientConfig;
@@ -80,6 +79,120 @@ pub fn check_producer_settings(settings: &[(String, String)]) -> Result<(), Unsa
                 );
             }
             _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A topic a node creates when it is missing.
+#[derive(Clone, Debug)]
+pub struct TopicSpec {
+    /// Its name.
+    pub name: String,
+    /// Partitions.
+    pub partitions: u32,
+    /// Replication factor.
+    pub replication_factor: u16,
+    /// Topic-level settings.
+    pub config: Vec<(String, String)>,
+}
+
+impl TopicSpec {
+    /// The events topic: kept forever, broker-stamped, never led by an out-of-date replica, and
+    /// an acknowledged write on at least two replicas when there are three or more.
+    pub fn events(name: &str, partitions: u32, replication_factor: u16) -> Self {
+        let min_insync = replication_factor.clamp(1, 2).to_string();
+        Self {
+            name: name.to_owned(),
+            partitions,
+            replication_factor,
+            config: [
+                ("message.timestamp.type", "LogAppendTime"),
+                ("retention.ms", "-1"),
+                ("retention.bytes", "-1"),
+                ("unclean.leader.election.enable", "false"),
+                ("min.insync.replicas", min_insync.as_str()),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        }
+    }
+
+    /// The replies topic: answers matter for seconds; an hour of them is plenty.
+    pub fn replies(name: &str, partitions: u32, replication_factor: u16) -> Self {
+        Self {
+            name: name.to_owned(),
+            partitions,
+            replication_factor,
+            config: vec![("retention.ms".to_owned(), "3600000".to_owned())],
+        }
+    }
+}
+
+/// Creates each topic of `specs` that the cluster does not have yet. An existing topic is left
+/// as it is (its partition count is checked when the log opens).
+pub async fn ensure_topics(
+    brokers: &str,
+    specs: &[TopicSpec],
+    timeout: Duration,
+) -> Result<(), LogError> {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::error::RDKafkaErrorCode;
+    let meta: BaseConsumer = consumer_config(brokers)
+        .create()
+        .map_err(|e| backend("creating the Kafka metadata client", e))?;
+    let meta = Arc::new(meta);
+    let mut missing = Vec::new();
+    for spec in specs {
+        let (m, name) = (meta.clone(), spec.name.clone());
+        let metadata = tokio::task::spawn_blocking(move || m.fetch_metadata(Some(&name), timeout))
+            .await
+            .map_err(|e| backend("reading topic metadata", e))?
+            .map_err(|e| backend(format!("reading metadata of topic {}", spec.name), e))?;
+        let exists = metadata
+            .topics()
+            .iter()
+            .any(|t| t.name() == spec.name && !t.partitions().is_empty());
+        if !exists {
+            missing.push(spec);
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .map_err(|e| backend("creating the Kafka admin client", e))?;
+    let topics: Vec<NewTopic<'_>> = missing
+        .iter()
+        .map(|spec| {
+            let mut topic = NewTopic::new(
+                &spec.name,
+                i32::try_from(spec.partitions).unwrap_or(i32::MAX),
+                TopicReplication::Fixed(i32::from(spec.replication_factor)),
+            );
+            for (k, v) in &spec.config {
+                topic = topic.set(k, v);
+            }
+            topic
+        })
+        .collect();
+    let options = AdminOptions::new().operation_timeout(Some(timeout));
+    let results = admin
+        .create_topics(topics.iter(), &options)
+        .await
+        .map_err(|e| backend("creating topics", e))?;
+    for result in results {
+        match result {
+            Ok(name) => tracing::info!(topic = %name, "created Kafka topic"),
+            // Another node created it at the same moment: fine.
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((name, code)) => {
+                return Err(backend(format!("creating topic {name}"), code));
+            }
         }
     }
     Ok(())
@@ -177,6 +290,26 @@ impl KafkaLog {
         })
     }
 
+    /// A stable identity of the log: the cluster id (when the broker has one) and the topic.
+    /// A projection built from another cluster or topic is never resumed.
+    pub fn log_id(&self) -> [u8; 16] {
+        use sha2::{Digest, Sha256};
+        let cluster = self
+            .meta
+            .client()
+            .fetch_cluster_id(self.options.timeout)
+            .unwrap_or_default();
+        let digest = Sha256::digest(format!("kafka\n{cluster}\n{}", self.options.topic));
+        let mut id = [0u8; 16];
+        id.copy_from_slice(&digest[..16]);
+        id
+    }
+
+    /// The options the log was opened with.
+    pub fn options(&self) -> &KafkaOptions {
+        &self.options
+    }
+
     fn check(&self, partition: u32) -> Result<(), LogError> {
         if partition < self.options.partitions {
             Ok(())
@@ -235,10 +368,12 @@ impl EventLog for KafkaLog {
                 .await
                 .map_err(|_| LogError::Closed)?
                 .map_err(|(e, _)| backend("appending an event", e))?;
-            // The record carries the time this producer gave it (CreateTime), which is what
-            // readers see. (librdkafka's mock reports an unrelated append time in the delivery
-            // report; several producers per partition need LogAppendTime topics — next step.)
-            let timestamp_ms = ts;
+            // On a LogAppendTime topic (what `ensure_topics` creates) the broker's time is what
+            // readers see; otherwise the record keeps the time this producer gave it.
+            let timestamp_ms = match delivered.timestamp {
+                rdkafka::Timestamp::LogAppendTime(t) => u64::try_from(t).unwrap_or(ts),
+                _ => ts,
+            };
             appended.push(Appended {
                 offset: Offset::try_from(delivered.offset)
                     .map_err(|_| backend("appending an event", "negative offset"))?,

@@ -1,6 +1,7 @@
 //! The log: the `EventLog` seam every backend implements, the shared partition function, and
 //! the backends. The log is the source of truth; everything else is derived from it.
 
+pub mod any;
 pub mod conformance;
 pub mod embedded;
 pub mod kafka;

@@ -1,0 +1,182 @@
+//! Two arbiters on the same Kafka partitions — as during a rebalance, when a stale owner has
+//! not stopped yet — each with its own projection: every decision must be the same, because
+//! decisions are a pure function of the log. Runs on librdkafka's in-process mock cluster.
+
+use opledger::arbiter::Arbiter;
+use opledger::arbiter::replies::{Answer, RemoteReplies, Replies};
+use opledger::config::Config;
+use opledger::core::decision::Decision;
+use opledger::core::event::{BusinessResult, ReplyTo};
+use opledger::ledger::{ClaimInput, Claimed, Ledger, Report};
+use opledger::log::kafka::{KafkaLog, KafkaOptions};
+use opledger::projection::{LogIdentity, Projection};
+use rdkafka::mocking::MockCluster;
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+const PARTITIONS: u32 = 2;
+
+/// Captures every answer an arbiter sends towards another node.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<(ReplyTo, Answer)>>>);
+
+impl RemoteReplies for Capture {
+    fn send(&self, to: ReplyTo, answer: Answer) {
+        self.0.lock().expect("capture lock").push((to, answer));
+    }
+}
+
+fn projection(dir: &std::path::Path, log: &KafkaLog) -> Projection {
+    let identity = LogIdentity {
+        log_id: log.log_id(),
+        partitions: PARTITIONS,
+    };
+    Projection::open(dir, 1 << 20, identity)
+        .expect("projection opens")
+        .0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_owner_of_the_same_partitions_makes_every_decision_the_same() {
+    let cluster = MockCluster::new(1).expect("mock cluster");
+    cluster
+        .create_topic("events", PARTITIONS as i32, 1)
+        .expect("creates topic");
+    let open = || {
+        KafkaLog::open(KafkaOptions {
+            brokers: cluster.bootstrap_servers(),
+            topic: "events".into(),
+            partitions: PARTITIONS,
+            timeout: Duration::from_secs(10),
+            producer_settings: Vec::new(),
+        })
+        .expect("opens the Kafka log")
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let log_a = Arc::new(open());
+    let log_b = Arc::new(open());
+    let proj_a = projection(&tmp.path().join("a"), &log_a);
+    let proj_b = projection(&tmp.path().join("b"), &log_b);
+
+    // Owner A answers the ledger's callers; the second owner B sees the same events (addressed
+    // to A's node) and sends its answers to a capture instead.
+    let replies_a = Arc::new(Replies::with_node(1));
+    let replies_b = Arc::new(Replies::with_node(2));
+    let captured = Capture::default();
+    replies_b.set_remote(Box::new(captured.clone()));
+    let (stop, stopped) = watch::channel(false);
+    let mut arbiters = Vec::new();
+    for partition in 0..PARTITIONS {
+        let a = Arbiter::new(partition, log_a.clone(), proj_a.clone(), replies_a.clone())
+            .expect("arbiter A");
+        let b = Arbiter::new(partition, log_b.clone(), proj_b.clone(), replies_b.clone())
+            .expect("arbiter B");
+        arbiters.push(tokio::spawn(a.run(stopped.clone())));
+        arbiters.push(tokio::spawn(b.run(stopped.clone())));
+    }
+
+    let config = Config::development("dev-token");
+    let principal = config
+        .principals_by_token
+        .values()
+        .next()
+        .expect("the development principal")
+        .clone();
+    let ledger = Ledger::new(
+        log_a.clone(),
+        proj_a.clone(),
+        replies_a,
+        config.tools.clone(),
+    );
+
+    // A sequential workload (request numbers 0, 1, 2, … in call order) that exercises
+    // execute, in_progress, conflict, completion, replay, unknown and stale reports.
+    let mut seen: Vec<Answer> = Vec::new();
+    for i in 0..24u32 {
+        let key = format!("order-{}", i % 6);
+        let amount = if i % 5 == 4 { "99.00" } else { "10.00" };
+        let holder = format!("worker-{}", (i / 6) % 3);
+        let request = json!({"amount": amount, "currency": "EUR", "customer": "c-1"});
+        let claimed = ledger
+            .claim(
+                &principal,
+                ClaimInput {
+                    tool: "payments.charge",
+                    key: Some(&key),
+                    holder: &holder,
+                    request: &request,
+                    parent: None,
+                },
+            )
+            .await
+            .expect("claim answered");
+        let Claimed::Decided(answer) = claimed else {
+            panic!("payments.charge is recorded")
+        };
+        let answer = *answer;
+        seen.push(answer.clone());
+        let Some(record) = answer.record.clone() else {
+            continue;
+        };
+        // Keys 0, 2, 4 finish in the first round (4 with an unknown outcome); 1, 3, 5 stay
+        // in progress, so later holders meet a live lease.
+        if answer.decision == Decision::Execute && i < 6 && i % 2 == 0 {
+            let report = if i == 4 {
+                Report::Unknown
+            } else {
+                Report::Complete(BusinessResult {
+                    resource_ref: format!("ch_{i}"),
+                    status: 201,
+                    headers: Default::default(),
+                })
+            };
+            let reported = ledger
+                .report(&principal, record.id, &holder, Some(record.version), report)
+                .await
+                .expect("report answered");
+            seen.push(reported);
+        }
+    }
+    let decisions: std::collections::BTreeSet<&str> =
+        seen.iter().map(|a| a.decision.code()).collect();
+    for expected in ["execute", "in_progress", "conflict", "accepted", "replay"] {
+        assert!(
+            decisions.contains(expected),
+            "workload shows {expected}: {decisions:?}"
+        );
+    }
+
+    // B has applied everything A has once its capture holds an answer for every request.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let n = captured.0.lock().expect("capture lock").len();
+        if n >= seen.len() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "B applied {n} of {}",
+            seen.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut theirs = captured.0.lock().expect("capture lock").clone();
+    theirs.sort_by_key(|(to, _)| to.request);
+    assert!(theirs.iter().all(|(to, _)| to.node == 1));
+    let theirs: Vec<Answer> = theirs.into_iter().map(|(_, a)| a).collect();
+    assert_eq!(theirs, seen, "the second owner decided differently");
+
+    let _ = stop.send(true);
+    for arbiter in arbiters {
+        arbiter.await.expect("joins").expect("arbiter ran cleanly");
+    }
+    // And both projections hold the same records.
+    let records = |p: &Projection| {
+        p.records()
+            .collect::<Result<Vec<_>, _>>()
+            .expect("records read")
+    };
+    assert_eq!(records(&proj_a), records(&proj_b));
+}
