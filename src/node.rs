@@ -103,6 +103,17 @@ pub async fn open_log(config: &Config) -> Result<Arc<AnyLog>, NodeError> {
     }
 }
 
+/// How a node connects to its Kafka log.
+pub fn kafka_options(config: &Config, kafka: &KafkaSettings) -> KafkaOptions {
+    KafkaOptions {
+        brokers: kafka.brokers.clone(),
+        topic: kafka.topic.clone(),
+        partitions: config.partitions,
+        timeout: KAFKA_TIMEOUT,
+        producer_settings: kafka.librdkafka.clone(),
+    }
+}
+
 async fn open_kafka(config: &Config, kafka: &KafkaSettings) -> Result<KafkaLog, NodeError> {
     let in_kafka = |source| NodeError::OpenLog {
         dir: PathBuf::from(format!("kafka topic {}", kafka.topic)),
@@ -119,13 +130,7 @@ async fn open_kafka(config: &Config, kafka: &KafkaSettings) -> Result<KafkaLog, 
     ensure_topics(&kafka.brokers, &specs, KAFKA_TIMEOUT)
         .await
         .map_err(in_kafka)?;
-    let options = KafkaOptions {
-        brokers: kafka.brokers.clone(),
-        topic: kafka.topic.clone(),
-        partitions: config.partitions,
-        timeout: KAFKA_TIMEOUT,
-        producer_settings: kafka.librdkafka.clone(),
-    };
+    let options = kafka_options(config, kafka);
     tokio::task::spawn_blocking(move || KafkaLog::open(options))
         .await
         .map_err(|e| NodeError::Cluster(e.to_string()))?
@@ -378,6 +383,12 @@ async fn join_cluster(
     )
     .map_err(|e| cluster_err(&e))?;
     tracing::info!(node = format!("{node:016x}"), group = %kafka.group, "joined the arbiter group");
+    let watchdog = tokio::spawn(rejoin_when_orphaned(
+        placement.rejoin_handle(),
+        directory.clone(),
+        ownership.clone(),
+        stopped.clone(),
+    ));
     let manager = Box::pin(manage(
         events,
         partitions.clone(),
@@ -397,13 +408,53 @@ async fn join_cluster(
         cluster,
         placement,
         manager,
-        tasks: vec![reader, announcer],
+        tasks: vec![reader, announcer, watchdog],
     })
 }
 
 /// Resolves once the stop signal is (or was) given, holding no borrow of the channel.
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
+}
+
+/// How long a partition may stay without a live owner before this node rejoins the group.
+/// Longer than a rebalance plus an announcement period, so an ordinary handover never trips it.
+pub const ORPHAN_GRACE: Duration = Duration::from_secs(10);
+
+/// Rejoins the group when some partition has had no live owner for [`ORPHAN_GRACE`].
+///
+/// A coordinator should hand a dead member's partitions to the others by itself. Some
+/// Kafka-protocol brokers (tansu 0.6) re-form the group after a missed heartbeat without a new
+/// generation and hand the survivors their old assignment, leaving the dead member's partitions
+/// unowned; leaving and joining as a new member forces a fresh assignment.
+async fn rejoin_when_orphaned(
+    rejoin: crate::cluster::placement::Rejoin,
+    directory: Arc<Directory>,
+    ownership: Arc<Ownership>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut orphaned_since: Option<std::time::Instant> = None;
+    loop {
+        tokio::select! {
+            _ = stopped(&mut stop) => return,
+            _ = tokio::time::sleep(ANNOUNCE_EVERY) => {}
+        }
+        let now = std::time::Instant::now();
+        let count = ownership.partition_count();
+        if directory.covers_all(count, &ownership.owned(), now) {
+            orphaned_since = None;
+            continue;
+        }
+        let since = *orphaned_since.get_or_insert(now);
+        if now.duration_since(since) >= ORPHAN_GRACE {
+            tracing::warn!(
+                grace_s = ORPHAN_GRACE.as_secs(),
+                "some partitions have had no live owner for the grace period; rejoining the arbiter group"
+            );
+            rejoin.request();
+            orphaned_since = None;
+        }
+    }
 }
 
 /// Announces this node's caught-up partitions on every change and every [`ANNOUNCE_EVERY`].

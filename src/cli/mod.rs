@@ -157,15 +157,26 @@ pub fn main() -> ExitCode {
 }
 
 fn audit(args: &ConfigArgs) -> anyhow::Result<()> {
+    use opledger::config::Backend;
     opledger::telemetry::init(&args.log_level);
     let (config, _) = load(args)?;
-    let dir = config.data_dir.join("log");
-    let log = opledger::log::embedded::EmbeddedLog::open_read_only(&dir)
-        .with_context(|| format!("cannot read the log in {}", dir.display()))?;
     let mut bar = progress::Bar::new("replaying events");
-    let audit = runtime()?.block_on(opledger::consumers::audit::audit(&log, |p| {
-        bar.show(p.applied, p.total)
-    }))?;
+    let show = |p: opledger::node::Progress| bar.show(p.applied, p.total);
+    let audit = match &config.backend {
+        Backend::Embedded => {
+            let dir = config.data_dir.join("log");
+            let log = opledger::log::embedded::EmbeddedLog::open_read_only(&dir)
+                .with_context(|| format!("cannot read the log in {}", dir.display()))?;
+            runtime()?.block_on(opledger::consumers::audit::audit(&log, show))?
+        }
+        Backend::Kafka(kafka) => runtime()?.block_on(async {
+            // Inside the runtime: the Kafka readers belong to it.
+            let options = opledger::node::kafka_options(&config, kafka);
+            let log = opledger::log::kafka::KafkaLog::open(options)
+                .with_context(|| format!("cannot read the Kafka topic {}", kafka.topic))?;
+            anyhow::Ok(opledger::consumers::audit::audit(&log, show).await?)
+        })?,
+    };
     bar.finish();
     println!("{}", serde_json::to_string_pretty(&audit)?);
     Ok(())

@@ -48,7 +48,19 @@ fn partitions_of(topic: &str, tpl: &TopicPartitionList) -> Vec<u32> {
     ps
 }
 
-impl ClientContext for GroupContext {}
+impl ClientContext for GroupContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, facility: &str, message: &str) {
+        use rdkafka::config::RDKafkaLogLevel as L;
+        match level {
+            L::Emerg | L::Alert | L::Critical | L::Error => {
+                tracing::error!(facility, "librdkafka: {message}")
+            }
+            L::Warning => tracing::warn!(facility, "librdkafka: {message}"),
+            // Debug output only appears when OPLEDGER_KAFKA_DEBUG asks for it.
+            _ => tracing::info!(facility, "librdkafka: {message}"),
+        }
+    }
+}
 
 impl ConsumerContext for GroupContext {
     fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
@@ -90,7 +102,69 @@ impl ConsumerContext for GroupContext {
 /// The group member of one node; stops (leaving the group) when dropped or stopped.
 pub struct Placement {
     stop: Arc<AtomicBool>,
+    rejoin: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Asks the member to leave the group and join again as a new member.
+#[derive(Clone)]
+pub struct Rejoin(Arc<AtomicBool>);
+
+impl Rejoin {
+    /// Leave and join again (once the member thread sees it).
+    pub fn request(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// How a member connects; kept to create a fresh member on a rejoin.
+#[derive(Clone)]
+struct MemberSettings {
+    brokers: String,
+    group: String,
+    topic: String,
+    client_id: String,
+    events: mpsc::UnboundedSender<PlacementEvent>,
+}
+
+impl MemberSettings {
+    fn member(&self) -> Result<BaseConsumer<GroupContext>, rdkafka::error::KafkaError> {
+        let mut config = ClientConfig::new();
+        if let Ok(debug) = std::env::var("OPLEDGER_KAFKA_DEBUG") {
+            // librdkafka's own debug contexts, e.g. `cgrp` for the group protocol.
+            config.set("debug", debug);
+        }
+        let consumer: BaseConsumer<GroupContext> = config
+            .set("bootstrap.servers", &self.brokers)
+            .set("group.id", &self.group)
+            .set("client.id", &self.client_id)
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "false")
+            .set(
+                "session.timeout.ms",
+                SESSION_TIMEOUT.as_millis().to_string(),
+            )
+            .set("heartbeat.interval.ms", "1000")
+            // Also the rebalance timeout: how long a rebalance waits for a silent member.
+            .set("max.poll.interval.ms", "7000")
+            // Eager protocol: every rebalance revokes all, then assigns; simple to reason about.
+            .set("partition.assignment.strategy", "range")
+            .create_with_context(GroupContext {
+                topic: self.topic.clone(),
+                events: self.events.clone(),
+            })?;
+        consumer.subscribe(&[&self.topic])?;
+        Ok(consumer)
+    }
+}
+
+/// Leaves the group: unsubscribing revokes the partitions (the callback stops the arbiters);
+/// closing the consumer then sends LeaveGroup.
+fn leave(consumer: BaseConsumer<GroupContext>) {
+    consumer.unsubscribe();
+    for _ in 0..10 {
+        let _ = consumer.poll(Duration::from_millis(50));
+    }
 }
 
 impl Placement {
@@ -102,50 +176,50 @@ impl Placement {
         client_id: &str,
     ) -> Result<(Self, mpsc::UnboundedReceiver<PlacementEvent>), rdkafka::error::KafkaError> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let consumer: BaseConsumer<GroupContext> = ClientConfig::new()
-            .set("bootstrap.servers", brokers)
-            .set("group.id", group)
-            .set("client.id", client_id)
-            .set("enable.auto.commit", "false")
-            .set("enable.partition.eof", "false")
-            .set(
-                "session.timeout.ms",
-                SESSION_TIMEOUT.as_millis().to_string(),
-            )
-            .set("heartbeat.interval.ms", "1000")
-            // Eager protocol: every rebalance revokes all, then assigns; simple to reason about.
-            .set("partition.assignment.strategy", "range")
-            .create_with_context(GroupContext {
-                topic: topic.to_owned(),
-                events: tx,
-            })?;
-        consumer.subscribe(&[topic])?;
+        let settings = MemberSettings {
+            brokers: brokers.to_owned(),
+            group: group.to_owned(),
+            topic: topic.to_owned(),
+            client_id: client_id.to_owned(),
+            events: tx,
+        };
+        let mut consumer = settings.member()?;
         let stop = Arc::new(AtomicBool::new(false));
-        let stopping = stop.clone();
+        let rejoin = Arc::new(AtomicBool::new(false));
+        let (stopping, rejoining) = (stop.clone(), rejoin.clone());
         let thread = std::thread::Builder::new()
             .name("opledger-placement".into())
             .spawn(move || {
                 while !stopping.load(Ordering::SeqCst) {
+                    if rejoining.swap(false, Ordering::SeqCst) {
+                        // A fresh member id makes the coordinator form a new generation.
+                        match settings.member() {
+                            Ok(fresh) => leave(std::mem::replace(&mut consumer, fresh)),
+                            Err(e) => tracing::warn!(error = %e, "could not rejoin the group"),
+                        }
+                    }
                     // Serves heartbeats and rebalance callbacks; partitions are paused, so no
                     // message arrives here.
                     if let Some(Err(e)) = consumer.poll(Duration::from_millis(100)) {
                         tracing::debug!(error = %e, "consumer group poll");
                     }
                 }
-                consumer.unsubscribe();
-                // Serve the revocation the unsubscribe causes, then leave the group.
-                for _ in 0..10 {
-                    let _ = consumer.poll(Duration::from_millis(50));
-                }
+                leave(consumer);
             })
             .map_err(|e| rdkafka::error::KafkaError::Subscription(e.to_string()))?;
         Ok((
             Self {
                 stop,
+                rejoin,
                 thread: Some(thread),
             },
             rx,
         ))
+    }
+
+    /// A handle that makes this member leave and join again.
+    pub fn rejoin_handle(&self) -> Rejoin {
+        Rejoin(self.rejoin.clone())
     }
 
     /// Leaves the group and waits for the member thread to end.

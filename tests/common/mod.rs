@@ -18,13 +18,60 @@ pub const TOKEN_OPS: &str = "token-operator-0003";
 
 /// The config every end-to-end test starts from; `extra` is appended (more tools, limits).
 pub fn config_text(data_dir: &Path, extra: &str) -> String {
+    config_text_log(data_dir, "partitions = 4", extra)
+}
+
+/// The Kafka-protocol broker the tests share: the one `scripts/test` started
+/// (`OPLEDGER_TEST_BROKERS`), or one this test process starts with `scripts/broker` (it stops
+/// by itself when this process ends).
+pub fn test_brokers() -> String {
+    static BROKERS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BROKERS
+        .get_or_init(|| {
+            if let Ok(brokers) = std::env::var("OPLEDGER_TEST_BROKERS")
+                && !brokers.is_empty()
+            {
+                return brokers;
+            }
+            let dir = std::env::temp_dir().join(format!("opledger-broker-{}", std::process::id()));
+            let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/broker"))
+                .arg("start")
+                .arg(&dir)
+                .args(["0", "--watch", &std::process::id().to_string()])
+                .stderr(Stdio::inherit())
+                .output()
+                .expect("runs scripts/broker");
+            assert!(
+                out.status.success(),
+                "scripts/broker could not start a broker"
+            );
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        })
+        .clone()
+}
+
+/// A `[log]` section for a Kafka cluster of its own: topics and group named after `name`.
+pub fn kafka_log(brokers: &str, name: &str, partitions: u32) -> String {
+    format!(
+        r#"partitions = {partitions}
+backend = "kafka"
+brokers = "{brokers}"
+topic = "{name}.events"
+replies_topic = "{name}.replies"
+group = "{name}"
+replication_factor = 1"#
+    )
+}
+
+/// The end-to-end config with its own `[log]` section.
+pub fn config_text_log(data_dir: &Path, log: &str, extra: &str) -> String {
     format!(
         r#"
 data_dir = "{data}"
 listen = "127.0.0.1:0"
 
 [log]
-partitions = 4
+{log}
 
 [limits]
 body_bytes_max = 4096
@@ -102,8 +149,18 @@ impl Server {
         Self::start_with(dir, "", &[])
     }
 
+    /// Starts a node on a Kafka log (`log` from [`kafka_log`]).
+    pub fn start_kafka(dir: &Path, log: &str, extra_config: &str) -> Self {
+        std::fs::create_dir_all(dir).expect("creates the test directory");
+        let data = dir.join("data");
+        let config = dir.join("opledger.toml");
+        std::fs::write(&config, config_text_log(&data, log, extra_config)).expect("writes config");
+        Self::spawn(dir, config, &[])
+    }
+
     /// Starts a server with extra config and extra command-line arguments.
     pub fn start_with(dir: &Path, extra_config: &str, args: &[&str]) -> Self {
+        std::fs::create_dir_all(dir).expect("creates the test directory");
         let data = dir.join("data");
         let config = dir.join("opledger.toml");
         std::fs::write(&config, config_text(&data, extra_config)).expect("writes config");

@@ -1,0 +1,289 @@
+//! opledger on Kafka, end to end: several real `opledger serve` processes on one topic of a
+//! real Kafka-protocol broker (tansu, started on loopback by `scripts/broker`; `scripts/test`
+//! starts it for the whole run).
+
+mod common;
+
+use common::{Server, TOKEN_A, charge, kafka_log, test_brokers};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A name no other test (or earlier run) uses, for topics and the group.
+fn fresh_name(what: &str) -> String {
+    format!("{what}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Longest a test waits for the cluster to settle (joins, a failover after kill -9).
+const SETTLE: Duration = Duration::from_secs(90);
+
+/// Repeats `call` while the answer is "retry" (no answer, or 503 with a retriable error): the
+/// contract says retrying the same call is safe. Bounded by [`SETTLE`].
+async fn answered<F, Fut>(mut call: F) -> (u16, Value)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<(u16, Value)>>,
+{
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        match call().await {
+            Some((503, body)) if Instant::now() < deadline => {
+                assert_eq!(body["error"]["retriable"], true, "{body}");
+            }
+            Some(answer) => return answer,
+            None if Instant::now() < deadline => {}
+            None => panic!("no answer within {SETTLE:?}"),
+        }
+        // Back off before retrying, as a client would.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn get(server: &Server, path: &str) -> Option<(u16, Value)> {
+    let resp = server
+        .raw()
+        .get(format!("{}{path}", server.base))
+        .bearer_auth(TOKEN_A)
+        .send()
+        .await
+        .ok()?;
+    let status = resp.status().as_u16();
+    Some((status, resp.json().await.ok()?))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_nodes_one_executor_and_a_killed_node_loses_nothing() {
+    let brokers = test_brokers();
+    let name = fresh_name("multi");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let log = kafka_log(&brokers, &name, 4);
+    // The first node creates the topics; the others join its group.
+    let mut nodes: Vec<Server> = (0..3)
+        .map(|i| Server::start_kafka(&tmp.path().join(format!("n{i}")), &log, ""))
+        .collect();
+    let nodes_shared: Arc<Vec<Server>> = Arc::new(std::mem::take(&mut nodes));
+
+    // 64 concurrent claimants of one key, spread over the three nodes.
+    let mut tasks = Vec::new();
+    for i in 0..64usize {
+        let nodes = nodes_shared.clone();
+        tasks.push(tokio::spawn(async move {
+            let node = &nodes[i % 3];
+            let holder = format!("worker-{i}");
+            let (status, body) = answered(|| {
+                node.try_post(
+                    TOKEN_A,
+                    "/v1/operations",
+                    Some("contended-charge"),
+                    charge(&holder, "10.00", "c-1"),
+                )
+            })
+            .await;
+            (holder, status, body)
+        }));
+    }
+    let mut executors = BTreeSet::new();
+    let mut ids = BTreeSet::new();
+    let mut in_progress = 0;
+    for task in tasks {
+        let (holder, status, body) = task.await.expect("claimant");
+        ids.insert(body["operation_id"].as_str().expect("an id").to_owned());
+        match (status, body["decision"].as_str()) {
+            (201, Some("execute")) => {
+                executors.insert(holder);
+            }
+            (409, Some("in_progress")) => in_progress += 1,
+            other => panic!("unexpected answer {other:?}: {body}"),
+        }
+    }
+    assert_eq!(executors.len(), 1, "exactly one executor: {executors:?}");
+    assert_eq!(in_progress, 63);
+    assert_eq!(ids.len(), 1, "one operation for one key");
+    let id = ids.into_iter().next().expect("one id");
+    let executor = executors.into_iter().next().expect("one executor");
+    let nodes = nodes_shared;
+
+    // The executor reports through another node, and a third node reads the result: requests
+    // by id reach the partition's owner wherever they arrive.
+    let complete_path = format!("/v1/operations/{id}/complete");
+    let (status, body) = answered(|| {
+        nodes[1].try_post(
+            TOKEN_A,
+            &complete_path,
+            None,
+            json!({"holder": executor, "result": {"resource_ref": "ch_contended", "status": 201}}),
+        )
+    })
+    .await;
+    assert_eq!(
+        (status, body["state"].as_str()),
+        (200, Some("completed")),
+        "{body}"
+    );
+    let read_path = format!("/v1/operations/{id}");
+    for node in nodes.iter() {
+        let (status, body) = answered(|| get(node, &read_path)).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["state"], "completed");
+        assert_eq!(body["result"]["resource_ref"], "ch_contended");
+    }
+
+    // 24 keys claimed on one node and completed through the next: all acknowledged.
+    let mut acknowledged = BTreeMap::new();
+    for k in 0..24usize {
+        let key = format!("order-{k}");
+        let (status, body) = answered(|| {
+            nodes[k % 3].try_post(
+                TOKEN_A,
+                "/v1/operations",
+                Some(&key),
+                charge("w-first", "5.00", "c-2"),
+            )
+        })
+        .await;
+        assert_eq!(status, 201, "{body}");
+        let id = body["operation_id"].as_str().expect("id").to_owned();
+        let reference = format!("ch_{k}");
+        let path = format!("/v1/operations/{id}/complete");
+        let (status, body) = answered(|| {
+            nodes[(k + 1) % 3].try_post(
+                TOKEN_A,
+                &path,
+                None,
+                json!({"holder": "w-first", "result": {"resource_ref": reference, "status": 201}}),
+            )
+        })
+        .await;
+        assert_eq!(status, 200, "{body}");
+        acknowledged.insert(key, (id, reference));
+    }
+
+    // kill -9 one node: the others take its partitions over and keep answering; every
+    // acknowledged completion is still there, and nobody is told to execute again.
+    nodes[1].kill9_shared();
+    for (key, (id, reference)) in &acknowledged {
+        for survivor in [0, 2] {
+            let (status, body) = answered(|| {
+                nodes[survivor].try_post(
+                    TOKEN_A,
+                    "/v1/operations",
+                    Some(key),
+                    charge("w-second", "5.00", "c-2"),
+                )
+            })
+            .await;
+            assert_eq!(
+                (status, body["decision"].as_str()),
+                (200, Some("replay")),
+                "{key}: {body}"
+            );
+            assert_eq!(body["operation_id"].as_str(), Some(id.as_str()));
+            assert_eq!(
+                body["result"]["resource_ref"].as_str(),
+                Some(reference.as_str())
+            );
+        }
+    }
+    let (status, body) = answered(|| {
+        nodes[2].try_post(
+            TOKEN_A,
+            "/v1/operations",
+            Some("after-the-kill"),
+            charge("w-new", "1.00", "c-3"),
+        )
+    })
+    .await;
+    assert_eq!(
+        (status, body["decision"].as_str()),
+        (201, Some("execute")),
+        "{body}"
+    );
+
+    let nodes = Arc::into_inner(nodes).expect("no task holds the nodes");
+    for (i, node) in nodes.into_iter().enumerate() {
+        if i != 1 {
+            node.stop();
+        }
+    }
+}
+
+/// One seeded, sequential workload; its decisions depend only on the log.
+async fn workload(server: &Server) -> Vec<(u16, String)> {
+    let mut seen = Vec::new();
+    let mut rng = 0x5eed_u64;
+    let mut next = move |n: u64| {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (rng >> 33) % n
+    };
+    for i in 0..60u64 {
+        let key = format!("k-{}", next(12));
+        let amount = if next(8) == 0 { "99.00" } else { "10.00" };
+        let holder = format!("w-{}", next(3));
+        let (status, body) = answered(|| {
+            server.try_post(
+                TOKEN_A,
+                "/v1/operations",
+                Some(&key),
+                charge(&holder, amount, "c-1"),
+            )
+        })
+        .await;
+        seen.push((status, body["decision"].as_str().unwrap_or("").to_owned()));
+        if status != 201 {
+            continue;
+        }
+        let id = body["operation_id"].as_str().expect("id").to_owned();
+        let report = match next(4) {
+            0 => json!({"holder": holder, "kind": "definite", "code": "card_declined"}),
+            1 => continue, // stays in progress
+            _ => {
+                json!({"holder": holder, "result": {"resource_ref": format!("ch_{i}"), "status": 201}})
+            }
+        };
+        let verb = if report.get("kind").is_some() {
+            "fail"
+        } else {
+            "complete"
+        };
+        let path = format!("/v1/operations/{id}/{verb}");
+        let (status, body) =
+            answered(|| server.try_post(TOKEN_A, &path, None, report.clone())).await;
+        seen.push((status, body["decision"].as_str().unwrap_or("").to_owned()));
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_workload_gives_the_same_audit_digest_on_both_backends() {
+    // Recovery off: its sweeps run on wall-clock ticks, which would add events at moments
+    // that differ between runs.
+    let extra = "[recovery]\nenabled = false\n";
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let embedded = Server::start_with(&tmp.path().join("embedded"), extra, &[]);
+    let on_embedded = workload(&embedded).await;
+    let config = embedded.config.clone();
+    embedded.stop();
+    let embedded_audit = common::cli_json(&config, "audit");
+
+    let log = kafka_log(&test_brokers(), &fresh_name("diff"), 4);
+    let kafka = Server::start_kafka(&tmp.path().join("kafka"), &log, extra);
+    let on_kafka = workload(&kafka).await;
+    let config = kafka.config.clone();
+    kafka.stop();
+    let kafka_audit = common::cli_json(&config, "audit");
+
+    assert_eq!(on_embedded, on_kafka, "every answer the same");
+    let decisions: BTreeSet<&str> = on_kafka.iter().map(|(_, d)| d.as_str()).collect();
+    for expected in ["execute", "in_progress", "conflict", "replay", "accepted"] {
+        assert!(
+            decisions.contains(expected),
+            "workload shows {expected}: {decisions:?}"
+        );
+    }
+    assert_eq!(embedded_audit["events"], kafka_audit["events"]);
+    assert_eq!(embedded_audit["operations"], kafka_audit["operations"]);
+    assert_eq!(embedded_audit["digest"], kafka_audit["digest"]);
+}
