@@ -751,6 +751,37 @@ mod tests {
     }
 
     #[test]
+    fn kafka_settings_have_defaults_and_unsafe_ones_are_refused() {
+        let config = Config::parse("[log]\nbackend = \"kafka\"\nbrokers = \"k1:9092,k2:9092\"")
+            .expect("valid");
+        let Backend::Kafka(k) = &config.backend else {
+            panic!("kafka backend expected")
+        };
+        assert_eq!(k.brokers, "k1:9092,k2:9092");
+        assert_eq!(
+            (k.topic.as_str(), k.replies_topic.as_str(), k.group.as_str()),
+            ("opledger.events", "opledger.replies", "opledger")
+        );
+        assert_eq!((k.replication_factor, k.advertise.as_deref()), (3, None));
+        let kafka = "[log]\nbackend = \"kafka\"\nbrokers = \"k:9092\"\n";
+        let tuned = Config::parse(&format!(
+            "{kafka}advertise = \"http://n1:7070/\"\n[log.librdkafka]\n\"linger.ms\" = \"5\""
+        ))
+        .expect("valid");
+        let Backend::Kafka(k) = &tuned.backend else {
+            panic!("kafka backend expected")
+        };
+        assert_eq!(k.advertise.as_deref(), Some("http://n1:7070"));
+        assert_eq!(k.librdkafka, vec![("linger.ms".to_owned(), "5".to_owned())]);
+        let e = err(&format!("{kafka}[log.librdkafka]\nacks = \"1\""));
+        assert!(e.contains("acks"), "{e}");
+        assert!(err(&format!("{kafka}topic = \"bad topic\"")).contains("topic"));
+        assert!(err(&format!("{kafka}replies_topic = \"opledger.events\"")).contains("differ"));
+        assert!(err(&format!("{kafka}advertise = \"n1:7070\"")).contains("advertise"));
+        assert!(err(&format!("{kafka}replication_factor = 0")).contains("replication_factor"));
+    }
+
+    #[test]
     fn bad_configs_are_rejected_with_a_message_naming_the_setting() {
         assert!(err("listen = \"nowhere\"").contains("listen"));
         assert!(err("[log]\npartitions = 0").contains("partitions"));

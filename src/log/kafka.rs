@@ -198,6 +198,18 @@ pub async fn ensure_topics(
     Ok(())
 }
 
+/// The broker's append time from a produce response, if it is one. Brokers report it only for
+/// LogAppendTime topics; librdkafka's mock cluster reports a fixed placeholder for every topic,
+/// so a time more than a day from this producer's is not taken (readers of a CreateTime topic
+/// see the producer's time).
+fn broker_time(reported_ms: i64, ours_ms: u64) -> u64 {
+    const DAY_MS: u64 = 24 * 60 * 60 * 1000;
+    match u64::try_from(reported_ms) {
+        Ok(t) if t.abs_diff(ours_ms) <= DAY_MS => t,
+        _ => ours_ms,
+    }
+}
+
 /// The Kafka-backed log.
 pub struct KafkaLog {
     options: KafkaOptions,
@@ -371,7 +383,7 @@ impl EventLog for KafkaLog {
             // On a LogAppendTime topic (what `ensure_topics` creates) the broker's time is what
             // readers see; otherwise the record keeps the time this producer gave it.
             let timestamp_ms = match delivered.timestamp {
-                rdkafka::Timestamp::LogAppendTime(t) => u64::try_from(t).unwrap_or(ts),
+                rdkafka::Timestamp::LogAppendTime(t) => broker_time(t, ts),
                 _ => ts,
             };
             appended.push(Appended {

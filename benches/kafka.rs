@@ -1,0 +1,331 @@
+//! Claims on Kafka: throughput and latency against a real Kafka-protocol broker on loopback,
+//! beside the broker's raw produce rate measured in the same run.
+//!
+//! `cargo bench --bench kafka` (`-- --quick` for a shorter run). Uses the broker in
+//! `OPLEDGER_BENCH_BROKERS`, or starts one with `scripts/broker` (tansu 0.6, memory storage).
+//! Prints:
+//! - baseline: raw produce, idempotent with acks=all, each record awaited (what one append
+//!   costs the broker);
+//! - the `EventLog` seam: `KafkaLog::append` of one record per call;
+//! - in-process claims through one node on Kafka (keys, fingerprints, log, arbiter, sled);
+//! - in-process claims through two nodes on one topic, half answered across nodes by the
+//!   replies topic;
+//!
+//! each with ops/s, p50/p99 and the ratio to the raw produce rate.
+
+use opledger::config::Config;
+use opledger::ledger::{ClaimInput, Claimed};
+use opledger::log::kafka::{KafkaLog, KafkaOptions, TopicSpec, ensure_topics};
+use opledger::log::model::{EventLog, NewRecord};
+use opledger::node::Node;
+use rdkafka::ClientConfig;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "bench-token-0001";
+const PARTITIONS: u32 = 8;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+struct Figures {
+    ops: u64,
+    elapsed: Duration,
+    latencies_us: Vec<u64>,
+}
+
+impl Figures {
+    fn rate(&self) -> f64 {
+        self.ops as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn percentile(&mut self, p: f64) -> f64 {
+        if self.latencies_us.is_empty() {
+            return 0.0;
+        }
+        self.latencies_us.sort_unstable();
+        let i = ((self.latencies_us.len() as f64 - 1.0) * p).round() as usize;
+        self.latencies_us[i] as f64 / 1000.0
+    }
+
+    fn print(&mut self, name: &str, baseline: Option<f64>) {
+        let (p50, p99) = (self.percentile(0.50), self.percentile(0.99));
+        let ratio = baseline.map_or(String::new(), |b| {
+            format!("   {:.2}x raw produce", self.rate() / b)
+        });
+        println!(
+            "{name:<46} {:>8.0} ops/s   p50 {p50:>6.2} ms   p99 {p99:>6.2} ms   ({} ops in {:.2} s){ratio}",
+            self.rate(),
+            self.ops,
+            self.elapsed.as_secs_f64()
+        );
+    }
+}
+
+/// Runs `workers` tasks, each doing `per_worker` operations of `op(worker, i)`.
+async fn drive<F, Fut>(workers: usize, per_worker: usize, op: F) -> Figures
+where
+    F: Fn(usize, usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let op = Arc::new(op);
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..workers {
+        let op = op.clone();
+        tasks.spawn(async move {
+            let mut lat = Vec::with_capacity(per_worker);
+            for i in 0..per_worker {
+                let t = Instant::now();
+                op(w, i).await;
+                lat.push(t.elapsed().as_micros() as u64);
+            }
+            lat
+        });
+    }
+    let mut latencies_us = Vec::new();
+    while let Some(l) = tasks.join_next().await {
+        latencies_us.extend(l.expect("worker"));
+    }
+    Figures {
+        ops: latencies_us.len() as u64,
+        elapsed: start.elapsed(),
+        latencies_us,
+    }
+}
+
+fn brokers(tmp: &std::path::Path) -> String {
+    if let Ok(b) = std::env::var("OPLEDGER_BENCH_BROKERS") {
+        return b;
+    }
+    let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/broker"))
+        .arg("start")
+        .arg(tmp.join("broker"))
+        .args(["0", "--watch", &std::process::id().to_string()])
+        .output()
+        .expect("runs scripts/broker");
+    assert!(
+        out.status.success(),
+        "scripts/broker could not start a broker"
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+async fn topic(brokers: &str, name: &str) {
+    ensure_topics(
+        brokers,
+        &[TopicSpec::events(name, PARTITIONS, 1)],
+        Duration::from_secs(10),
+    )
+    .await
+    .expect("creates the topic");
+}
+
+async fn raw_produce(brokers: &str, workers: usize, per_worker: usize) -> Figures {
+    topic(brokers, "bench.raw").await;
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "1")
+        .create()
+        .expect("producer");
+    let producer = Arc::new(producer);
+    drive(workers, per_worker, move |w, i| {
+        let producer = producer.clone();
+        async move {
+            let payload = [7u8; 200];
+            let key = format!("{w}-{i}");
+            let record = FutureRecord::to("bench.raw")
+                .partition(((w + i) % PARTITIONS as usize) as i32)
+                .key(&key)
+                .payload(&payload[..]);
+            producer
+                .send(record, Duration::from_secs(30))
+                .await
+                .expect("produced");
+        }
+    })
+    .await
+}
+
+async fn seam(brokers: &str, workers: usize, per_worker: usize) -> Figures {
+    topic(brokers, "bench.seam").await;
+    let log = Arc::new(
+        KafkaLog::open(KafkaOptions {
+            brokers: brokers.to_owned(),
+            topic: "bench.seam".into(),
+            partitions: PARTITIONS,
+            timeout: Duration::from_secs(30),
+            producer_settings: Vec::new(),
+        })
+        .expect("opens"),
+    );
+    drive(workers, per_worker, move |w, i| {
+        let log = log.clone();
+        async move {
+            let record = NewRecord {
+                key: [((w * 31 + i) % 251) as u8; 32],
+                payload: vec![7u8; 200],
+            };
+            log.append(((w + i) % PARTITIONS as usize) as u32, vec![record])
+                .await
+                .expect("appended");
+        }
+    })
+    .await
+}
+
+fn config(dir: &std::path::Path, brokers: &str, name: &str) -> Config {
+    let text = format!(
+        r#"
+data_dir = "{}"
+listen = "127.0.0.1:0"
+[log]
+backend = "kafka"
+brokers = "{brokers}"
+topic = "{name}.events"
+replies_topic = "{name}.replies"
+group = "{name}"
+partitions = {PARTITIONS}
+replication_factor = 1
+[recovery]
+enabled = false
+[[principal]]
+id = "bench"
+token = "{TOKEN}"
+tools = ["*"]
+[[tool]]
+name = "payments.charge"
+class = "keyed"
+loss = "high"
+lease = "30s"
+[tool.fingerprint]
+amount = ["amount", "currency"]
+recipient = ["customer"]
+"#,
+        dir.join("data").display(),
+    );
+    Config::parse(&text).expect("bench config is valid")
+}
+
+/// Claims through `nodes` nodes on one topic; worker `w` uses node `w % nodes`.
+async fn claims(
+    tmp: &std::path::Path,
+    brokers: &str,
+    nodes: usize,
+    workers: usize,
+    per_worker: usize,
+) -> Figures {
+    let name = format!("bench-{nodes}n-{}", std::process::id());
+    let mut started = Vec::new();
+    let mut config = None;
+    for n in 0..nodes {
+        let c = config_for(tmp, brokers, &name, n);
+        started.push(Node::start(&c, |_| {}).await.expect("node starts"));
+        config = Some(c);
+    }
+    let config = config.expect("a node");
+    let principal = config
+        .principals_by_token
+        .values()
+        .next()
+        .expect("one principal")
+        .clone();
+    let ledgers: Vec<_> = started.iter().map(|n| n.ledger.clone()).collect();
+    // Warm up until every node answers (the group has placed every partition).
+    for (n, ledger) in ledgers.iter().enumerate() {
+        for p in 0..PARTITIONS * 4 {
+            let key = format!("warm-{n}-{p}");
+            let request = json!({"amount": "1.00", "currency": "EUR", "customer": "c"});
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let claimed = ledger
+                    .claim(
+                        &principal,
+                        ClaimInput {
+                            tool: "payments.charge",
+                            key: Some(&key),
+                            holder: "warm",
+                            request: &request,
+                            parent: None,
+                        },
+                    )
+                    .await;
+                match claimed {
+                    Ok(_) => break,
+                    Err(e) if Instant::now() < deadline => {
+                        eprintln!("warm-up: {e}; retrying");
+                    }
+                    Err(e) => panic!("the cluster did not settle: {e}"),
+                }
+            }
+        }
+    }
+    let ledgers = Arc::new(ledgers);
+    let figures = drive(workers, per_worker, move |w, i| {
+        let ledgers = ledgers.clone();
+        let principal = principal.clone();
+        async move {
+            let ledger = &ledgers[w % ledgers.len()];
+            let key = format!("w{w}-i{i}");
+            let request = json!({"amount": format!("{}.00", i % 1000), "currency": "EUR", "customer": format!("c-{w}")});
+            let holder = format!("worker-{w}");
+            let claimed = ledger
+                .claim(
+                    &principal,
+                    ClaimInput {
+                        tool: "payments.charge",
+                        key: Some(&key),
+                        holder: &holder,
+                        request: &request,
+                        parent: None,
+                    },
+                )
+                .await
+                .expect("claim");
+            assert!(matches!(claimed, Claimed::Decided(a) if a.decision.code() == "execute"));
+        }
+    })
+    .await;
+    for node in started {
+        node.shutdown().await.expect("clean shutdown");
+    }
+    figures
+}
+
+fn config_for(tmp: &std::path::Path, brokers: &str, name: &str, n: usize) -> Config {
+    config(&tmp.join(format!("{name}-node{n}")), brokers, name)
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let scale = if quick { 1 } else { 4 };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let brokers = brokers(tmp.path());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!(
+        "opledger Kafka benchmark: broker {brokers}, {PARTITIONS} partitions, replication 1, {} cores",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    rt.block_on(async {
+        let workers = 128;
+        let mut raw = raw_produce(&brokers, workers, 40 * scale).await;
+        let base = raw.rate();
+        raw.print("baseline: raw produce, acks=all, 128 senders", None);
+        seam(&brokers, workers, 40 * scale)
+            .await
+            .print("KafkaLog::append, 128 appenders", Some(base));
+        claims(tmp.path(), &brokers, 1, workers, 40 * scale)
+            .await
+            .print("claims, 1 node, 128 tasks", Some(base));
+        claims(tmp.path(), &brokers, 2, workers, 40 * scale)
+            .await
+            .print("claims, 2 nodes (half cross-node), 128 tasks", Some(base));
+    });
+}
