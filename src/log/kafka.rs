@@ -240,7 +240,10 @@ fn consumer_config(brokers: &str) -> ClientConfig {
         .set("group.id", "opledger-reader")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
-        .set("isolation.level", "read_committed");
+        .set("isolation.level", "read_committed")
+        // An arbiter waits on its reads: a fetch that finds nothing new must come back soon,
+        // or every decision waits for the broker's long-poll timeout.
+        .set("fetch.wait.max.ms", "10");
     c
 }
 
