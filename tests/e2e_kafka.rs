@@ -129,6 +129,76 @@ async fn three_nodes_one_executor_and_a_killed_node_loses_nothing() {
         assert_eq!(body["result"]["resource_ref"], "ch_contended");
     }
 
+    // Trace headers come back through a forwarded request too.
+    let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    for node in nodes.iter() {
+        let resp = node
+            .raw()
+            .get(format!("{}{read_path}", node.base))
+            .bearer_auth(TOKEN_A)
+            .header("traceparent", traceparent)
+            .send()
+            .await
+            .expect("answers");
+        assert_eq!(resp.status().as_u16(), 200);
+        assert_eq!(
+            resp.headers()
+                .get("traceparent")
+                .and_then(|v| v.to_str().ok()),
+            Some(traceparent)
+        );
+    }
+
+    // A child claim reads its parent's result: whichever node it reaches, the parent's owner
+    // answers it.
+    let child = json!({"tool": "tickets.create", "holder": "w-child", "parent": id,
+                       "request": {"project": "ops", "title": "receipt"}});
+    let (status, body) = answered(|| {
+        nodes[2].try_post(
+            TOKEN_A,
+            "/v1/operations",
+            Some("contended-charge/receipt"),
+            child.clone(),
+        )
+    })
+    .await;
+    assert_eq!(
+        (status, body["parent"].as_str()),
+        (201, Some(id.as_str())),
+        "{body}"
+    );
+
+    // An unsafe tool's unknown outcome goes to a person; the operator queue, read from any
+    // node, is merged from every owner.
+    let message = json!({"tool": "messages.send", "holder": "w-msg",
+                         "request": {"to": "u-1", "text": "hello"}});
+    let (status, body) =
+        answered(|| nodes[0].try_post(TOKEN_A, "/v1/operations", Some("msg-1"), message.clone()))
+            .await;
+    assert_eq!(status, 201, "{body}");
+    let message_id = body["operation_id"].as_str().expect("id").to_owned();
+    let unknown_path = format!("/v1/operations/{message_id}/unknown");
+    let (status, body) =
+        answered(|| nodes[1].try_post(TOKEN_A, &unknown_path, None, json!({"holder": "w-msg"})))
+            .await;
+    assert_eq!(
+        (status, body["state"].as_str()),
+        (200, Some("manual")),
+        "{body}"
+    );
+    for node in nodes.iter() {
+        let (status, body) = answered(|| get(node, "/v1/reconciliation")).await;
+        assert_eq!(status, 200, "{body}");
+        let ids: Vec<&str> = body["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .filter_map(|i| i["operation_id"].as_str())
+            .collect();
+        assert_eq!(ids, vec![message_id.as_str()], "{body}");
+        assert_eq!(body["total"], 1);
+    }
+
     // 24 keys claimed on one node and completed through the next: all acknowledged.
     let mut acknowledged = BTreeMap::new();
     for k in 0..24usize {

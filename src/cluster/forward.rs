@@ -128,9 +128,10 @@ impl Cluster {
         let answer = request.send().await?;
         let status = answer.status();
         let mut out_headers = HeaderMap::new();
-        for name in [header::CONTENT_TYPE, header::RETRY_AFTER] {
-            if let Some(v) = answer.headers().get(&name) {
-                out_headers.insert(name, v.clone());
+        // What the owner's answer says besides its body (the trace headers it echoed too).
+        for name in ["content-type", "retry-after", "traceparent", "x-request-id"] {
+            if let Some(v) = answer.headers().get(name) {
+                out_headers.insert(header::HeaderName::from_static(name), v.clone());
             }
         }
         let bytes = answer.bytes().await?;
@@ -179,7 +180,16 @@ pub async fn route(State(cluster): State<Arc<Cluster>>, request: Request, next: 
         Route::Here => local(parts, body).await,
         Route::Everyone if forwarded => local(parts, body).await,
         Route::Everyone => {
-            let peers = cluster.directory.peers(Instant::now());
+            let now = Instant::now();
+            // A partition without a live owner would be missing from the list: say so instead.
+            if !cluster.directory.covers_all(
+                cluster.ownership.partition_count(),
+                &cluster.ownership.owned(),
+                now,
+            ) {
+                return owner_unavailable();
+            }
+            let peers = cluster.directory.peers(now);
             let mut lists = vec![local(parts.clone(), body.clone()).await];
             for peer in peers.iter().filter(|p| p.node != cluster.node) {
                 match cluster
