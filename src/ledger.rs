@@ -471,11 +471,12 @@ impl<L: EventLog> Ledger<L> {
     ) -> Result<(Vec<OperationRecord>, usize), LedgerError> {
         let mut waiting: Vec<OperationRecord> = self
             .projection
-            .queue(RECONCILIATION_SCAN_MAX)?
+            // Stale copies of partitions another node serves do not use up the scan.
+            .queue_where(RECONCILIATION_SCAN_MAX, |r| self.owns(r))?
             .into_iter()
             // The index and the record are read one after the other; a resolution may land
             // in between.
-            .filter(|r| matches!(r.state, OpState::Manual { .. }) && self.owns(r))
+            .filter(|r| matches!(r.state, OpState::Manual { .. }))
             .collect();
         waiting.sort_by_key(|r| (r.created_at_ms, r.id));
         let total = waiting.len();

@@ -346,7 +346,7 @@ async fn join_cluster(
             .map_err(|e| cluster_err(&e))?,
     );
     partitions.replies.set_remote(Box::new(bus.clone()));
-    let directory = Arc::new(Directory::new(ANNOUNCE_EVERY * 3));
+    let directory = Arc::new(Directory::new(node, ANNOUNCE_EVERY * 3));
     let ownership = Arc::new(Ownership::new(count));
     // Reading replies starts before anything can be asked, so no answer is missed.
     let reader = bus::listen(
@@ -370,6 +370,7 @@ async fn join_cluster(
                 .clone()
                 .unwrap_or_else(|| format!("http://{}", config.listen)),
             partitions: Vec::new(),
+            assigned: Vec::new(),
         },
         ownership.clone(),
         changed.clone(),
@@ -421,7 +422,8 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 /// Longer than a rebalance plus an announcement period, so an ordinary handover never trips it.
 pub const ORPHAN_GRACE: Duration = Duration::from_secs(10);
 
-/// Rejoins the group when some partition has had no live owner for [`ORPHAN_GRACE`].
+/// Rejoins the group when some partition has been assigned to no live node for
+/// [`ORPHAN_GRACE`].
 ///
 /// A coordinator should hand a dead member's partitions to the others by itself. Some
 /// Kafka-protocol brokers (tansu 0.6) re-form the group after a missed heartbeat without a new
@@ -441,7 +443,8 @@ async fn rejoin_when_orphaned(
         }
         let now = std::time::Instant::now();
         let count = ownership.partition_count();
-        if directory.covers_all(count, &ownership.owned(), now) {
+        // Assigned counts, caught up or not: a partition still catching up has an owner.
+        if directory.all_assigned(count, &ownership.assigned(), now) {
             orphaned_since = None;
             continue;
         }
@@ -467,6 +470,7 @@ async fn announce(
 ) {
     loop {
         me.partitions = ownership.owned();
+        me.assigned = ownership.assigned();
         bus.announce(me.clone());
         tokio::select! {
             _ = stopped(&mut stop) => return,
@@ -489,11 +493,13 @@ async fn manage(
     let mut running: Running = HashMap::new();
     let (failed_tx, mut failed) = mpsc::unbounded_channel::<ArbiterError>();
     async fn stop_partition(running: &mut Running, ownership: &Ownership, partition: u32) {
-        ownership.set(partition, false);
         if let Some((stop, task)) = running.remove(&partition) {
             let _ = stop.send(true);
+            // It stops between batches, never half-way through one.
             let _ = task.await;
         }
+        ownership.set_current(partition, false);
+        ownership.set_assigned(partition, false);
     }
     let result = loop {
         tokio::select! {
@@ -506,6 +512,7 @@ async fn manage(
                         if running.contains_key(&partition) {
                             continue;
                         }
+                        ownership.set_assigned(partition, true);
                         let (stop_tx, stop_rx) = watch::channel(false);
                         let task = tokio::spawn(run_partition(
                             partition,
@@ -536,7 +543,9 @@ async fn manage(
 }
 
 /// One owned partition: catch up from this node's projection, then apply as the log grows.
-/// A Kafka error (a broker restarting) retries after a pause; anything else stops the node.
+/// It stops only between batches (a batch's records and applied offset are committed together
+/// before the next owner can start). A Kafka error (a broker restarting) retries after a pause;
+/// anything else stops the node.
 async fn run_partition(
     partition: u32,
     p: Partitions,
@@ -545,16 +554,21 @@ async fn run_partition(
     mut stop: watch::Receiver<bool>,
     failed: mpsc::UnboundedSender<ArbiterError>,
 ) {
+    /// Serving ends with the task, however it ends.
+    struct Serving<'a>(&'a Ownership, u32);
+    impl Drop for Serving<'_> {
+        fn drop(&mut self) {
+            self.0.set_current(self.1, false);
+        }
+    }
     loop {
-        let arbiter_stop = stop.clone();
-        let attempt = async {
+        let outcome = async {
             let mut arbiter = Arbiter::new(
                 partition,
                 p.log.clone(),
                 p.projection.clone(),
                 p.replies.clone(),
-            )?
-            .with_observer(p.metrics.clone());
+            )?;
             let end = p
                 .log
                 .end_offset(partition)
@@ -575,21 +589,23 @@ async fn run_partition(
                     },
                 });
             }
-            arbiter.catch_up(|_| {}).await?;
-            ownership.set(partition, true);
+            if !arbiter.catch_up_unless(&stop).await? {
+                return Ok(());
+            }
+            // Counted from here on: what catch-up re-applied was counted when first applied.
+            let arbiter = arbiter.with_observer(p.metrics.clone());
+            ownership.set_current(partition, true);
+            let _serving = Serving(&ownership, partition);
             changed.notify_one();
             tracing::info!(
                 partition,
                 next = arbiter.next_offset(),
                 "arbiter caught up; owning the partition"
             );
-            arbiter.run(arbiter_stop).await
-        };
-        let outcome = tokio::select! {
-            _ = stopped(&mut stop) => return,
-            outcome = attempt => outcome,
-        };
-        ownership.set(partition, false);
+            arbiter.run(stop.clone()).await
+        }
+        .await;
+        changed.notify_one();
         match outcome {
             Ok(()) => return,
             Err(ArbiterError::Log {

@@ -91,6 +91,27 @@ fn check_accepts_the_deploy_config() {
 }
 
 #[test]
+fn check_accepts_the_kafka_node_configs_of_deploy() {
+    for n in 1..=3 {
+        let path = format!("{}/deploy/kafka/node-{n}.toml", env!("CARGO_MANIFEST_DIR"));
+        let out = opledger()
+            .args(["check", "--config", &path])
+            .output()
+            .expect("runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("Kafka log on kafka-1:9092") && stdout.contains("group opledger"),
+            "{stdout}"
+        );
+    }
+}
+
+#[test]
 fn help_explains_every_command() {
     let out = opledger().arg("--help").output().expect("runs");
     let help = String::from_utf8_lossy(&out.stdout);

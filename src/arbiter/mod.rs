@@ -91,6 +91,8 @@ pub struct Arbiter<L: EventLog> {
     replies: Arc<Replies>,
     next: u64,
     observer: Option<Arc<dyn Observer>>,
+    /// Past catch-up: answers for other nodes are sent on.
+    live: bool,
 }
 
 impl<L: EventLog> Arbiter<L> {
@@ -111,6 +113,7 @@ impl<L: EventLog> Arbiter<L> {
             replies,
             next,
             observer: None,
+            live: false,
         })
     }
 
@@ -142,8 +145,33 @@ impl<L: EventLog> Arbiter<L> {
         Ok(self.next)
     }
 
-    /// Runs until `stop` turns true or the log closes.
+    /// Like [`catch_up`](Self::catch_up), but stops between batches once `stop` turns true;
+    /// returns whether it reached the end it saw at the start.
+    pub async fn catch_up_unless(
+        &mut self,
+        stop: &watch::Receiver<bool>,
+    ) -> Result<bool, ArbiterError> {
+        let partition = self.partition;
+        let end = self
+            .log
+            .end_offset(partition)
+            .await
+            .map_err(|source| ArbiterError::Log { partition, source })?;
+        while self.next < end {
+            if *stop.borrow() {
+                return Ok(false);
+            }
+            let want = APPLY_BATCH_RECORDS_MAX.min((end - self.next) as usize);
+            self.step(want).await?;
+        }
+        Ok(true)
+    }
+
+    /// Runs until `stop` turns true or the log closes. Only now are answers for callers on
+    /// other nodes sent on: what catch-up re-applies is history nobody waits for any more
+    /// (a caller that did gets a retriable timeout and asks again).
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<(), ArbiterError> {
+        self.live = true;
         let partition = self.partition;
         loop {
             let waited = tokio::select! {
@@ -182,7 +210,11 @@ impl<L: EventLog> Arbiter<L> {
             observer.observe(&applied.observed);
         }
         for (to, answer) in applied.answers {
-            self.replies.route(to, answer);
+            if self.live {
+                self.replies.route(to, answer);
+            } else {
+                self.replies.deliver(to, answer);
+            }
         }
         Ok(())
     }

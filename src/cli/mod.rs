@@ -202,8 +202,15 @@ fn check(path: &std::path::Path) -> anyhow::Result<()> {
         .map(|t| format!("{} ({})", t.name, t.class.as_str()))
         .collect();
     tools.sort();
+    let log = match &config.backend {
+        opledger::config::Backend::Embedded => "embedded log".to_owned(),
+        opledger::config::Backend::Kafka(k) => format!(
+            "Kafka log on {} (topic {}, replies {}, group {})",
+            k.brokers, k.topic, k.replies_topic, k.group
+        ),
+    };
     println!(
-        "{}: ok — data_dir {}, listen {}, {} partitions, {} principals, tools: {}",
+        "{}: ok — {log}, data_dir {}, listen {}, {} partitions, {} principals, tools: {}",
         path.display(),
         config.data_dir.display(),
         config.listen,

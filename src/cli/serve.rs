@@ -74,10 +74,13 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
         // Tests and scripts wait for this exact line on stdout.
         println!("opledger listening on http://{addr}");
         let reloader = tokio::spawn(reload_on_sighup(hangups, state.clone()));
-        let mut app = router(state);
+        let mut app = router(state.clone());
         if let Some(cluster) = node.cluster.clone() {
             // On a shared log, reads are answered by the partition's owner.
-            app = app.layer(axum::middleware::from_fn_with_state(cluster, route));
+            app = app.layer(axum::middleware::from_fn_with_state(
+                (cluster, state.clone()),
+                route::<opledger::log::any::AnyLog>,
+            ));
         }
         let server = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal());
         let outcome = tokio::select! {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// Format of bus messages (a u16 prefix, then bincode).
-const BUS_FORMAT: u16 = 1;
+const BUS_FORMAT: u16 = 2;
 
 /// One message on the replies topic.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -45,6 +45,8 @@ pub struct OwnersAnnouncement {
     pub advertise: String,
     /// Partitions it owns and has caught up.
     pub partitions: Vec<u32>,
+    /// Partitions the group assigned to it (some may still be catching up).
+    pub assigned: Vec<u32>,
 }
 
 /// A bus message that cannot be read.
@@ -188,6 +190,7 @@ pub async fn listen(
                         node: a.node,
                         advertise: a.advertise,
                         partitions: a.partitions,
+                        assigned: a.assigned,
                     },
                     Instant::now(),
                 ),
@@ -223,6 +226,7 @@ mod tests {
                 node: 3,
                 advertise: "http://127.0.0.1:7070".into(),
                 partitions: vec![0, 5],
+                assigned: vec![0, 5, 6],
             }),
         ] {
             assert_eq!(decode(&encode(&message)).expect("decodes"), message);

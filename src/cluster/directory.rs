@@ -18,28 +18,35 @@ pub struct Peer {
     pub node: u64,
     /// Its HTTP base address.
     pub advertise: String,
-    /// The partitions it owns and has caught up.
+    /// The partitions it owns and has caught up (it serves them).
     pub partitions: Vec<u32>,
+    /// The partitions the group assigned to it (some may still be catching up).
+    pub assigned: Vec<u32>,
 }
 
-/// The owners directory of one node.
+/// The owners directory of one node: the other nodes, never itself (its own partitions are
+/// known first-hand and passed in where they count).
 pub struct Directory {
+    me: u64,
     ttl: Duration,
     peers: Mutex<HashMap<u64, (Peer, Instant)>>,
 }
 
 impl Directory {
-    /// An empty directory whose entries live `ttl` after their last announcement.
-    pub fn new(ttl: Duration) -> Self {
+    /// An empty directory of node `me`, whose entries live `ttl` after their last announcement.
+    pub fn new(me: u64, ttl: Duration) -> Self {
         Self {
+            me,
             ttl,
             peers: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Records an announcement received at `now`.
+    /// Records an announcement received at `now` (this node's own are ignored).
     pub fn announce(&self, peer: Peer, now: Instant) {
-        lock(&self.peers).insert(peer.node, (peer, now));
+        if peer.node != self.me {
+            lock(&self.peers).insert(peer.node, (peer, now));
+        }
     }
 
     /// The live peers at `now`, freshest first.
@@ -58,11 +65,19 @@ impl Directory {
             .find(|p| p.partitions.contains(&partition))
     }
 
-    /// Whether every partition below `count` has a live owner, counting `also` (this node's own).
-    pub fn covers_all(&self, count: u32, also: &[u32], now: Instant) -> bool {
+    /// Whether every partition below `count` is served by a live, caught-up owner, counting
+    /// `mine` (this node's caught-up partitions).
+    pub fn all_served(&self, count: u32, mine: &[u32], now: Instant) -> bool {
         let peers = self.peers(now);
         (0..count)
-            .all(|p| also.contains(&p) || peers.iter().any(|peer| peer.partitions.contains(&p)))
+            .all(|p| mine.contains(&p) || peers.iter().any(|peer| peer.partitions.contains(&p)))
+    }
+
+    /// Whether every partition below `count` is assigned to some live node (caught up or not),
+    /// counting `mine` (this node's assigned partitions).
+    pub fn all_assigned(&self, count: u32, mine: &[u32], now: Instant) -> bool {
+        let peers = self.peers(now);
+        (0..count).all(|p| mine.contains(&p) || peers.iter().any(|peer| peer.assigned.contains(&p)))
     }
 }
 
@@ -79,12 +94,13 @@ mod tests {
             node,
             advertise: format!("http://n{node}"),
             partitions: partitions.to_vec(),
+            assigned: partitions.to_vec(),
         }
     }
 
     #[test]
     fn the_freshest_announcement_owns_a_partition_and_silent_nodes_expire() {
-        let d = Directory::new(Duration::from_secs(3));
+        let d = Directory::new(9, Duration::from_secs(3));
         let t0 = Instant::now();
         d.announce(peer(1, &[0, 1]), t0);
         d.announce(peer(2, &[1, 2]), t0 + Duration::from_secs(1));
@@ -96,13 +112,34 @@ mod tests {
             d.owner(1, t0 + Duration::from_secs(1)).map(|p| p.node),
             Some(2)
         );
-        assert!(d.covers_all(3, &[], t0 + Duration::from_secs(2)));
-        assert!(!d.covers_all(4, &[], t0 + Duration::from_secs(2)));
-        assert!(d.covers_all(4, &[3], t0 + Duration::from_secs(2)));
+        assert!(d.all_served(3, &[], t0 + Duration::from_secs(2)));
+        assert!(!d.all_served(4, &[], t0 + Duration::from_secs(2)));
+        assert!(d.all_served(4, &[3], t0 + Duration::from_secs(2)));
+        // A node's own announcements never count: it passes its own partitions itself.
+        d.announce(peer(9, &[3]), t0 + Duration::from_secs(2));
+        assert!(!d.all_served(4, &[], t0 + Duration::from_secs(2)));
         // Node 1 falls silent: after the ttl its partitions have no owner.
         let later = t0 + Duration::from_secs(4);
         assert_eq!(d.owner(0, later), None);
         assert_eq!(d.owner(2, later).map(|p| p.node), Some(2));
         assert_eq!(d.peers(later).len(), 1);
+    }
+
+    #[test]
+    fn a_partition_still_catching_up_is_assigned_but_not_served() {
+        let d = Directory::new(9, Duration::from_secs(3));
+        let t0 = Instant::now();
+        d.announce(
+            Peer {
+                node: 1,
+                advertise: "http://n1".into(),
+                partitions: vec![0],
+                assigned: vec![0, 1],
+            },
+            t0,
+        );
+        assert!(d.all_assigned(2, &[], t0));
+        assert!(!d.all_served(2, &[], t0));
+        assert_eq!(d.owner(1, t0), None);
     }
 }

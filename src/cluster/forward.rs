@@ -9,10 +9,11 @@
 //! answer comes back on the replies topic.
 
 use crate::api::error::ApiError;
+use crate::api::{ApiState, auth};
 use crate::cluster::Ownership;
 use crate::cluster::directory::{Directory, Peer};
 use crate::core::key::OperationId;
-use crate::log::model::partition_for;
+use crate::log::model::{EventLog, partition_for};
 use crate::projection::Projection;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -66,21 +67,51 @@ fn route_of(method: &Method, path: &str, body: &Bytes) -> Route {
             parent.map_or(Route::Here, Route::Operation)
         }
         Some(rest) => {
-            let id = rest.trim_start_matches('/').split('/').next().unwrap_or("");
-            OperationId::parse(id).map_or(Route::Here, Route::Operation)
+            let segment = rest.trim_start_matches('/').split('/').next().unwrap_or("");
+            // The handler sees the percent-decoded segment; so must the routing.
+            percent_decoded(segment)
+                .and_then(|id| OperationId::parse(&id))
+                .map_or(Route::Here, Route::Operation)
         }
         None if path == "/v1/reconciliation" => Route::Everyone,
         None => Route::Here,
     }
 }
 
-fn not_owner() -> Response {
-    ApiError::new(
+/// Decodes `%XX` escapes; `None` if the result is not UTF-8 or an escape is malformed.
+fn percent_decoded(segment: &str) -> Option<String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Header of a `not_owner` answer: the partitions the answering node serves, so the asking
+/// node can tell "nobody has it" from "its owner was not asked".
+const SERVES: &str = "x-opledger-serves";
+
+fn not_owner(serves: &[u32]) -> Response {
+    let mut response = ApiError::new(
         StatusCode::NOT_FOUND,
         "not_owner",
         "this node does not own the operation's partition",
     )
-    .into_response()
+    .into_response();
+    let list: Vec<String> = serves.iter().map(u32::to_string).collect();
+    if let Ok(value) = HeaderValue::from_str(&list.join(",")) {
+        response.headers_mut().insert(SERVES, value);
+    }
+    response
 }
 
 fn owner_unavailable() -> Response {
@@ -96,13 +127,37 @@ fn owner_unavailable() -> Response {
     response
 }
 
+/// Request headers a forwarded request carries (the owner authenticates it again).
+const FORWARDED_REQUEST_HEADERS: [&str; 6] = [
+    "authorization",
+    "idempotency-key",
+    "content-type",
+    "traceparent",
+    "x-request-id",
+    "accept",
+];
+
 impl Cluster {
-    /// `Some(true)`: the record is here and current; `Some(false)`: a copy is here but another
-    /// node owns its partition; `None`: no copy here.
+    /// `Some((true, p))`: the record is here and current; `Some((false, p))`: a copy is here
+    /// but this node does not serve its partition `p`; `None`: no copy here.
     fn local(&self, id: &OperationId) -> Option<(bool, u32)> {
         let record = self.projection.get(id).ok()??;
         let partition = partition_for(&record.scope.0, self.ownership.partition_count());
         Some((self.ownership.owns(partition), partition))
+    }
+
+    /// Whether a request really comes from a live peer (a client may send the header too).
+    fn sent_by_peer(&self, headers: &HeaderMap) -> bool {
+        let sender = headers
+            .get(FORWARDED)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        sender.is_some_and(|node| {
+            self.directory
+                .peers(Instant::now())
+                .iter()
+                .any(|p| p.node == node)
+        })
     }
 
     async fn forward(
@@ -120,8 +175,8 @@ impl Cluster {
             .timeout(FORWARD_TIMEOUT)
             .header(FORWARDED, self.node.to_string())
             .body(body);
-        for (name, value) in headers {
-            if ![header::HOST, header::CONTENT_LENGTH, header::CONNECTION].contains(name) {
+        for name in FORWARDED_REQUEST_HEADERS {
+            if let Some(value) = headers.get(name) {
                 request = request.header(name, value);
             }
         }
@@ -129,7 +184,13 @@ impl Cluster {
         let status = answer.status();
         let mut out_headers = HeaderMap::new();
         // What the owner's answer says besides its body (the trace headers it echoed too).
-        for name in ["content-type", "retry-after", "traceparent", "x-request-id"] {
+        for name in [
+            "content-type",
+            "retry-after",
+            "traceparent",
+            "x-request-id",
+            SERVES,
+        ] {
             if let Some(v) = answer.headers().get(name) {
                 out_headers.insert(header::HeaderName::from_static(name), v.clone());
             }
@@ -139,8 +200,8 @@ impl Cluster {
     }
 }
 
-/// Whether a forwarded answer says "not here".
-async fn is_not_owner(response: Response) -> Result<(), Response> {
+/// A forwarded answer: `Ok(served partitions)` if it says "not here", else the answer itself.
+async fn not_here(response: Response) -> Result<Vec<u32>, Response> {
     if response.status() != StatusCode::NOT_FOUND {
         return Err(response);
     }
@@ -151,57 +212,78 @@ async fn is_not_owner(response: Response) -> Result<(), Response> {
     let code = serde_json::from_slice::<serde_json::Value>(&bytes)
         .ok()
         .and_then(|v| v.pointer("/error/code")?.as_str().map(str::to_owned));
-    if code.as_deref() == Some("not_owner") {
-        Ok(())
-    } else {
-        Err(Response::from_parts(parts, Body::from(bytes)))
+    if code.as_deref() != Some("not_owner") {
+        return Err(Response::from_parts(parts, Body::from(bytes)));
     }
+    let serves = parts
+        .headers
+        .get(SERVES)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(',')
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    Ok(serves)
 }
 
 /// The routing middleware of a node on a shared (Kafka) log.
-pub async fn route(State(cluster): State<Arc<Cluster>>, request: Request, next: Next) -> Response {
-    let (parts, body) = request.into_parts();
+pub async fn route<L: EventLog>(
+    State((cluster, api)): State<(Arc<Cluster>, Arc<ApiState<L>>)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (mut parts, body) = request.into_parts();
     let path = parts.uri.path().to_owned();
     if !path.starts_with("/v1/operations") && path != "/v1/reconciliation" {
         return next.run(Request::from_parts(parts, body)).await;
+    }
+    // Nobody unauthenticated makes this node ask the others.
+    if let Err(e) = auth::authenticate(&api.principals, &parts.headers) {
+        return e.into_response();
     }
     let body = match crate::api::bounded(body, cluster.body_bytes_max).await {
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    let forwarded = parts.headers.contains_key(FORWARDED);
+    let forwarded = cluster.sent_by_peer(&parts.headers);
+    if !forwarded {
+        parts.headers.remove(FORWARDED);
+    }
     let route = route_of(&parts.method, &path, &body);
     let path_and_query = parts
         .uri
         .path_and_query()
         .map_or(path.clone(), |p| p.as_str().to_owned());
     let local = |parts, body| next.run(Request::from_parts(parts, Body::from(body)));
+    let count = cluster.ownership.partition_count();
     match route {
         Route::Here => local(parts, body).await,
         Route::Everyone if forwarded => local(parts, body).await,
         Route::Everyone => {
             let now = Instant::now();
             // A partition without a live owner would be missing from the list: say so instead.
-            if !cluster.directory.covers_all(
-                cluster.ownership.partition_count(),
-                &cluster.ownership.owned(),
-                now,
-            ) {
+            if !cluster
+                .directory
+                .all_served(count, &cluster.ownership.owned(), now)
+            {
                 return owner_unavailable();
             }
-            let peers = cluster.directory.peers(now);
-            let mut lists = vec![local(parts.clone(), body.clone()).await];
-            for peer in peers.iter().filter(|p| p.node != cluster.node) {
-                match cluster
+            let mine = local(parts.clone(), body.clone()).await;
+            if !mine.status().is_success() {
+                return mine;
+            }
+            let mut lists = vec![mine];
+            for peer in cluster.directory.peers(now) {
+                let asked = cluster
                     .forward(
-                        peer,
+                        &peer,
                         &parts.method,
                         &path_and_query,
                         &parts.headers,
                         body.clone(),
                     )
-                    .await
-                {
+                    .await;
+                match asked {
                     Ok(r) => lists.push(r),
                     Err(e) => {
                         tracing::warn!(peer = peer.node, error = %e, "operator queue: a node did not answer");
@@ -214,34 +296,33 @@ pub async fn route(State(cluster): State<Arc<Cluster>>, request: Request, next: 
         Route::Operation(id) => {
             match cluster.local(&id) {
                 Some((true, _)) => return local(parts, body).await,
-                _ if forwarded => return not_owner(),
+                _ if forwarded => return not_owner(&cluster.ownership.owned()),
                 Some((false, partition)) => {
-                    return match cluster.directory.owner(partition, Instant::now()) {
-                        Some(peer) if peer.node != cluster.node => cluster
-                            .forward(&peer, &parts.method, &path_and_query, &parts.headers, body)
+                    let Some(peer) = cluster.directory.owner(partition, Instant::now()) else {
+                        return owner_unavailable();
+                    };
+                    return match cluster
+                        .forward(&peer, &parts.method, &path_and_query, &parts.headers, body)
+                        .await
+                    {
+                        // The owner moved on since it announced: ask again shortly.
+                        Ok(answer) => not_here(answer)
                             .await
-                            .unwrap_or_else(|e| {
-                                tracing::warn!(peer = peer.node, error = %e, "forwarding failed");
-                                owner_unavailable()
-                            }),
-                        _ => owner_unavailable(),
+                            .map_or_else(|a| a, |_| owner_unavailable()),
+                        Err(e) => {
+                            tracing::warn!(peer = peer.node, error = %e, "forwarding failed");
+                            owner_unavailable()
+                        }
                     };
                 }
                 None => {}
             }
-            // No copy here: ask every live node; the owner answers, the others say not_owner.
-            let now = Instant::now();
-            let peers: Vec<Peer> = cluster
-                .directory
-                .peers(now)
-                .into_iter()
-                .filter(|p| p.node != cluster.node)
-                .collect();
+            // No copy here: ask every live node; the owner answers, the others say not_owner
+            // and which partitions they serve.
             let mut asked = tokio::task::JoinSet::new();
-            let cluster2 = cluster.clone();
-            for peer in peers {
+            for peer in cluster.directory.peers(Instant::now()) {
                 let (c, method, pq, headers, body) = (
-                    cluster2.clone(),
+                    cluster.clone(),
                     parts.method.clone(),
                     path_and_query.clone(),
                     parts.headers.clone(),
@@ -249,24 +330,18 @@ pub async fn route(State(cluster): State<Arc<Cluster>>, request: Request, next: 
                 );
                 asked.spawn(async move { c.forward(&peer, &method, &pq, &headers, body).await });
             }
-            let mut all_answered = true;
+            let mut served = cluster.ownership.owned();
             while let Some(joined) = asked.join_next().await {
-                match joined {
-                    Ok(Ok(response)) => {
-                        if let Err(owner_answer) = is_not_owner(response).await {
-                            return owner_answer;
-                        }
+                if let Ok(Ok(response)) = joined {
+                    match not_here(response).await {
+                        Ok(theirs) => served.extend(theirs),
+                        Err(owner_answer) => return owner_answer,
                     }
-                    _ => all_answered = false,
                 }
             }
-            let covered = cluster.directory.covers_all(
-                cluster.ownership.partition_count(),
-                &cluster.ownership.owned(),
-                now,
-            );
-            if all_answered && covered {
-                // Nobody has it: the local handler gives the ordinary answer (404, unknown parent).
+            if (0..count).all(|p| served.contains(&p)) {
+                // Every partition's owner said it has no such record: the local handler gives
+                // the ordinary answer (404, unknown parent).
                 local(parts, body).await
             } else {
                 owner_unavailable()
@@ -275,9 +350,12 @@ pub async fn route(State(cluster): State<Arc<Cluster>>, request: Request, next: 
     }
 }
 
-/// Merges the operator queues of several nodes, oldest first, as one answer.
+/// Merges the operator queues of several nodes as one answer, oldest first. An operation listed
+/// twice (two owners for a moment during a handover) is listed once.
 async fn merge_queues(lists: Vec<Response>) -> Response {
-    let mut items = Vec::new();
+    let mut items: std::collections::BTreeMap<(i128, String), serde_json::Value> =
+        std::collections::BTreeMap::new();
+    let mut seen = std::collections::HashSet::new();
     let mut total = 0u64;
     for response in lists {
         if !response.status().is_success() {
@@ -290,24 +368,36 @@ async fn merge_queues(lists: Vec<Response>) -> Response {
             return owner_unavailable();
         };
         total += v.get("total").and_then(|t| t.as_u64()).unwrap_or(0);
-        if let Some(list) = v.get("items").and_then(|i| i.as_array()) {
-            items.extend(list.iter().cloned());
+        for item in v
+            .get("items")
+            .and_then(|i| i.as_array())
+            .into_iter()
+            .flatten()
+        {
+            let at = item
+                .get("requested_at")
+                .and_then(|s| s.as_str())
+                .and_then(|s| {
+                    time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+                        .ok()
+                })
+                .map_or(0, |t| t.unix_timestamp_nanos());
+            let id = item
+                .get("operation_id")
+                .and_then(|s| s.as_str())
+                .unwrap_or("")
+                .to_owned();
+            if !seen.insert(id.clone()) {
+                total = total.saturating_sub(1);
+                continue;
+            }
+            items.insert((at, id), item.clone());
         }
     }
-    let key = |v: &serde_json::Value| {
-        (
-            v.get("requested_at")
-                .and_then(|s| s.as_str())
-                .unwrap_or("")
-                .to_owned(),
-            v.get("operation_id")
-                .and_then(|s| s.as_str())
-                .unwrap_or("")
-                .to_owned(),
-        )
-    };
-    items.sort_by_key(key);
-    items.truncate(crate::api::RECONCILIATION_ITEMS_MAX);
+    let items: Vec<serde_json::Value> = items
+        .into_values()
+        .take(crate::api::RECONCILIATION_ITEMS_MAX)
+        .collect();
     let body = serde_json::json!({
         "count": items.len(),
         "total": total,

@@ -20,43 +20,63 @@ pub mod placement;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// The partitions this node owns and has caught up (so its projection is current for them).
+/// The partitions the group assigned to this node, and those of them it has caught up on (only
+/// those are served: the projection is current for them).
 #[derive(Debug)]
 pub struct Ownership {
-    owned: Vec<AtomicBool>,
+    assigned: Vec<AtomicBool>,
+    current: Vec<AtomicBool>,
+}
+
+fn listed(flags: &[AtomicBool]) -> Vec<u32> {
+    (0..flags.len() as u32)
+        .filter(|p| flags[*p as usize].load(Ordering::SeqCst))
+        .collect()
 }
 
 impl Ownership {
-    /// Nothing owned yet, of `partitions`.
+    /// Nothing assigned yet, of `partitions`.
     pub fn new(partitions: u32) -> Self {
+        let flags = || (0..partitions).map(|_| AtomicBool::new(false)).collect();
         Self {
-            owned: (0..partitions).map(|_| AtomicBool::new(false)).collect(),
+            assigned: flags(),
+            current: flags(),
         }
     }
 
-    /// Marks `partition` owned (after catch-up) or not (when revoked).
-    pub fn set(&self, partition: u32, owned: bool) {
-        if let Some(flag) = self.owned.get(partition as usize) {
-            flag.store(owned, Ordering::SeqCst);
+    /// Marks `partition` assigned to this node by the group, or taken away.
+    pub fn set_assigned(&self, partition: u32, assigned: bool) {
+        if let Some(flag) = self.assigned.get(partition as usize) {
+            flag.store(assigned, Ordering::SeqCst);
+        }
+    }
+
+    /// Marks `partition` caught up (its arbiter is applying live) or not.
+    pub fn set_current(&self, partition: u32, current: bool) {
+        if let Some(flag) = self.current.get(partition as usize) {
+            flag.store(current, Ordering::SeqCst);
         }
     }
 
     /// Whether this node owns `partition` and has caught up on it.
     pub fn owns(&self, partition: u32) -> bool {
-        self.owned
+        self.current
             .get(partition as usize)
             .is_some_and(|f| f.load(Ordering::SeqCst))
     }
 
-    /// The owned partitions, ascending.
+    /// The owned, caught-up partitions, ascending.
     pub fn owned(&self) -> Vec<u32> {
-        (0..self.owned.len() as u32)
-            .filter(|p| self.owns(*p))
-            .collect()
+        listed(&self.current)
+    }
+
+    /// The partitions the group assigned to this node, ascending (caught up or not).
+    pub fn assigned(&self) -> Vec<u32> {
+        listed(&self.assigned)
     }
 
     /// Number of partitions of the log.
     pub fn partition_count(&self) -> u32 {
-        self.owned.len() as u32
+        self.current.len() as u32
     }
 }

@@ -413,7 +413,11 @@ impl EventLog for KafkaLog {
             .unwrap_or(usize::MAX)
             .min(max_records);
         let mut reader = self.readers[partition as usize].lock().await;
-        if reader.next != Some(from) {
+        // Where the consumer stands is known only after a read that finished: one that failed
+        // or was cancelled part-way has consumed messages nobody received, so the next read
+        // must seek again.
+        let resume = reader.next.take();
+        if resume != Some(from) {
             let mut tpl = TopicPartitionList::new();
             let offset = i64::try_from(from).map_err(|_| backend("seeking", "offset too large"))?;
             tpl.add_partition_offset(
@@ -426,7 +430,6 @@ impl EventLog for KafkaLog {
                 .consumer
                 .assign(&tpl)
                 .map_err(|e| backend(format!("assigning partition {partition}"), e))?;
-            reader.next = Some(from);
         }
         let mut out = Vec::with_capacity(want);
         let deadline = tokio::time::Instant::now() + self.options.timeout;

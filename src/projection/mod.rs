@@ -222,14 +222,29 @@ impl Projection {
 
     /// Up to `limit` operations in the operator queue, in id order.
     pub fn queue(&self, limit: usize) -> Result<Vec<OperationRecord>, ProjectionError> {
+        self.queue_where(limit, |_| true)
+    }
+
+    /// The first `limit` operator-queue records that `keep` accepts (the rest are skipped
+    /// without counting towards the limit).
+    pub fn queue_where(
+        &self,
+        limit: usize,
+        keep: impl Fn(&OperationRecord) -> bool,
+    ) -> Result<Vec<OperationRecord>, ProjectionError> {
         let mut out = Vec::new();
-        for item in self.db.scan_prefix([PREFIX_QUEUE]).take(limit) {
+        for item in self.db.scan_prefix([PREFIX_QUEUE]) {
+            if out.len() >= limit {
+                break;
+            }
             let (key, _) = item?;
             let id = <[u8; 16]>::try_from(&key[1..]).map_err(|_| ProjectionError::Corrupt {
                 what: "operator queue".into(),
                 reason: "queue key is not an operation id".into(),
             })?;
-            if let Some(record) = self.get(&OperationId(id))? {
+            if let Some(record) = self.get(&OperationId(id))?
+                && keep(&record)
+            {
                 out.push(record);
             }
         }
