@@ -63,8 +63,9 @@ pub enum LedgerError {
     /// No such operation for this principal.
     #[error("no such operation")]
     NotFound,
-    /// The log did not accept the event; nothing was decided.
-    #[error("the log is unavailable: {0}")]
+    /// The log did not acknowledge the event: it may or may not be recorded, and nothing was
+    /// answered. Retrying the same call is safe (same key and holder, same operation).
+    #[error("the log did not acknowledge the event; retry the same call: {0}")]
     Unavailable(String),
     /// The event is durable but its decision did not arrive in time; retrying the same call is
     /// safe and returns the same operation.

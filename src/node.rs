@@ -339,6 +339,13 @@ async fn join_cluster(
     stopped: watch::Receiver<bool>,
 ) -> Result<Joined, NodeError> {
     let cluster_err = |e: &dyn std::fmt::Display| NodeError::Cluster(e.to_string());
+    if kafka.advertise.is_none() && config.listen.ip().is_unspecified() {
+        return Err(NodeError::Cluster(format!(
+            "listen = {} is no address other nodes can use; set [log] advertise = \"http://<this host>:{}\"",
+            config.listen,
+            config.listen.port()
+        )));
+    }
     let count = config.partitions;
     let node = partitions.replies.node();
     let bus = Arc::new(

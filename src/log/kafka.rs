@@ -220,6 +220,10 @@ pub struct KafkaLog {
     readers: Vec<tokio::sync::Mutex<Reader>>,
     /// The newest timestamp this producer gave each partition (kept non-decreasing).
     last_ts: Vec<AtomicU64>,
+    /// Hash of the cluster id and the topic.
+    log_id: [u8; 16],
+    /// Whether the "not broker-stamped" warning was given.
+    warned_create_time: std::sync::atomic::AtomicBool,
 }
 
 struct Reader {
@@ -296,7 +300,22 @@ impl KafkaLog {
             }));
         }
         let last_ts = (0..options.partitions).map(|_| AtomicU64::new(0)).collect();
+        // A transient failure here must not look like another cluster (which would throw the
+        // projection away): no id, no start.
+        let cluster = meta
+            .client()
+            .fetch_cluster_id(options.timeout)
+            .ok_or_else(|| backend("reading the Kafka cluster id", "the cluster did not say"))?;
+        let log_id = {
+            use sha2::{Digest, Sha256};
+            let digest = Sha256::digest(format!("kafka\n{cluster}\n{}", options.topic));
+            let mut id = [0u8; 16];
+            id.copy_from_slice(&digest[..16]);
+            id
+        };
         Ok(Self {
+            log_id,
+            warned_create_time: std::sync::atomic::AtomicBool::new(false),
             options,
             producer,
             meta: Arc::new(meta),
@@ -305,19 +324,10 @@ impl KafkaLog {
         })
     }
 
-    /// A stable identity of the log: the cluster id (when the broker has one) and the topic.
-    /// A projection built from another cluster or topic is never resumed.
+    /// A stable identity of the log: the cluster id and the topic. A projection built from
+    /// another cluster or topic is never resumed.
     pub fn log_id(&self) -> [u8; 16] {
-        use sha2::{Digest, Sha256};
-        let cluster = self
-            .meta
-            .client()
-            .fetch_cluster_id(self.options.timeout)
-            .unwrap_or_default();
-        let digest = Sha256::digest(format!("kafka\n{cluster}\n{}", self.options.topic));
-        let mut id = [0u8; 16];
-        id.copy_from_slice(&digest[..16]);
-        id
+        self.log_id
     }
 
     /// The options the log was opened with.
@@ -386,8 +396,18 @@ impl EventLog for KafkaLog {
             // On a LogAppendTime topic (what `ensure_topics` creates) the broker's time is what
             // readers see; otherwise the record keeps the time this producer gave it.
             let timestamp_ms = match delivered.timestamp {
-                rdkafka::Timestamp::LogAppendTime(t) => broker_time(t, ts),
-                _ => ts,
+                rdkafka::Timestamp::LogAppendTime(t) if t >= 0 => broker_time(t, ts),
+                _ => {
+                    if !self.warned_create_time.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(
+                            topic = %self.options.topic,
+                            "the events topic is not stamped by the broker (LogAppendTime): event \
+                             times come from each node's clock, so leases are only as right as \
+                             the nodes' clocks agree"
+                        );
+                    }
+                    ts
+                }
             };
             appended.push(Appended {
                 offset: Offset::try_from(delivered.offset)
