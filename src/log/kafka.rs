@@ -210,6 +210,9 @@ fn broker_time(reported_ms: i64, ours_ms: u64) -> u64 {
     }
 }
 
+/// Longest a wait for new records long-polls before it asks where the partition ends again.
+const WAIT_POLL: Duration = Duration::from_millis(500);
+
 /// The Kafka-backed log.
 pub struct KafkaLog {
     options: KafkaOptions,
@@ -226,9 +229,73 @@ pub struct KafkaLog {
     warned_create_time: std::sync::atomic::AtomicBool,
 }
 
+/// One partition's reader. `next` is the offset the next record it hands out will have, when
+/// known (`None` after an interrupted read: seek first); `peeked` is that record, if
+/// [`EventLog::wait_beyond`] already received it.
 struct Reader {
     consumer: StreamConsumer,
     next: Option<Offset>,
+    peeked: Option<LogRecord>,
+}
+
+impl Reader {
+    /// Positions the consumer at `from` unless it already stands there; returns the record
+    /// already received at `from`, if any.
+    fn position(
+        &mut self,
+        topic: &str,
+        partition: u32,
+        from: Offset,
+    ) -> Result<Option<LogRecord>, LogError> {
+        let resume = self.next.take();
+        let peeked = self.peeked.take();
+        if resume == Some(from) {
+            return Ok(peeked.filter(|r| r.offset == from));
+        }
+        let mut tpl = TopicPartitionList::new();
+        let offset = i64::try_from(from).map_err(|_| backend("seeking", "offset too large"))?;
+        tpl.add_partition_offset(topic, partition as i32, KafkaOffset::Offset(offset))
+            .map_err(|e| backend("seeking", e))?;
+        self.consumer
+            .assign(&tpl)
+            .map_err(|e| backend(format!("assigning partition {partition}"), e))?;
+        Ok(None)
+    }
+}
+
+/// A consumed message as a log record, checked to be the one expected.
+fn to_record(
+    topic: &str,
+    partition: u32,
+    expected: Offset,
+    message: &rdkafka::message::BorrowedMessage<'_>,
+) -> Result<LogRecord, LogError> {
+    let offset =
+        Offset::try_from(message.offset()).map_err(|_| backend("reading", "negative offset"))?;
+    if offset != expected {
+        // Offsets are dense within what this backend writes; anything else is not ours.
+        return Err(LogError::Corrupt {
+            partition,
+            segment: std::path::PathBuf::from(topic),
+            position: offset,
+            reason: format!("expected offset {expected}, got {offset}"),
+        });
+    }
+    let key: [u8; 32] = message
+        .key()
+        .and_then(|k| k.try_into().ok())
+        .ok_or_else(|| backend("reading", "a message without a 32-byte key"))?;
+    Ok(LogRecord {
+        partition,
+        offset,
+        timestamp_ms: message
+            .timestamp()
+            .to_millis()
+            .and_then(|t| u64::try_from(t).ok())
+            .unwrap_or(0),
+        key,
+        payload: message.payload().unwrap_or_default().into(),
+    })
 }
 
 fn backend(context: impl Into<String>, e: impl std::fmt::Display) -> LogError {
@@ -297,6 +364,7 @@ impl KafkaLog {
             readers.push(tokio::sync::Mutex::new(Reader {
                 consumer,
                 next: None,
+                peeked: None,
             }));
         }
         let last_ts = (0..options.partitions).map(|_| AtomicU64::new(0)).collect();
@@ -425,33 +493,48 @@ impl EventLog for KafkaLog {
         max_records: usize,
     ) -> Result<Vec<LogRecord>, LogError> {
         self.check(partition)?;
-        let end = self.end_offset(partition).await?;
-        if from >= end || max_records == 0 {
+        if max_records == 0 {
             return Ok(Vec::new());
         }
-        let want = usize::try_from(end - from)
-            .unwrap_or(usize::MAX)
-            .min(max_records);
+        let topic = &self.options.topic;
         let mut reader = self.readers[partition as usize].lock().await;
-        // Where the consumer stands is known only after a read that finished: one that failed
-        // or was cancelled part-way has consumed messages nobody received, so the next read
-        // must seek again.
-        let resume = reader.next.take();
-        if resume != Some(from) {
-            let mut tpl = TopicPartitionList::new();
-            let offset = i64::try_from(from).map_err(|_| backend("seeking", "offset too large"))?;
-            tpl.add_partition_offset(
-                &self.options.topic,
-                partition as i32,
-                KafkaOffset::Offset(offset),
+        let live =
+            reader.next == Some(from) && reader.peeked.as_ref().is_some_and(|r| r.offset == from);
+        // Live, the arbiter waited for the record at `from`: take it and whatever else has
+        // arrived, without asking the broker where the partition ends. Otherwise read up to
+        // the end the broker reports.
+        let want = if live {
+            None
+        } else {
+            let end = self.end_offset(partition).await?;
+            if from >= end {
+                return Ok(Vec::new());
+            }
+            Some(
+                usize::try_from(end - from)
+                    .unwrap_or(usize::MAX)
+                    .min(max_records),
             )
-            .map_err(|e| backend("seeking", e))?;
-            reader
-                .consumer
-                .assign(&tpl)
-                .map_err(|e| backend(format!("assigning partition {partition}"), e))?;
-        }
-        let mut out = Vec::with_capacity(want);
+        };
+        // Interrupted before it finishes (an error, a cancelled future), this read leaves the
+        // position unknown: the consumer may have taken messages nobody received.
+        let peeked = reader.position(topic, partition, from)?;
+        let mut out: Vec<LogRecord> = peeked.into_iter().collect();
+        let Some(want) = want else {
+            while out.len() < max_records {
+                let now = tokio::time::timeout(Duration::ZERO, reader.consumer.recv()).await;
+                match now {
+                    Ok(Ok(message)) => {
+                        let expected = from + out.len() as u64;
+                        out.push(to_record(topic, partition, expected, &message)?);
+                    }
+                    _ => break,
+                }
+            }
+            reader.next = Some(from + out.len() as u64);
+            return Ok(out);
+        };
+        out.reserve(want);
         let deadline = tokio::time::Instant::now() + self.options.timeout;
         while out.len() < want {
             let message = match tokio::time::timeout(self.options.timeout, reader.consumer.recv())
@@ -469,33 +552,8 @@ impl EventLog for KafkaLog {
                     continue;
                 }
             };
-            let offset = Offset::try_from(message.offset())
-                .map_err(|_| backend("reading", "negative offset"))?;
             let expected = from + out.len() as u64;
-            if offset != expected {
-                // Offsets are dense within what this backend writes; anything else is not ours.
-                return Err(LogError::Corrupt {
-                    partition,
-                    segment: std::path::PathBuf::from(&self.options.topic),
-                    position: offset,
-                    reason: format!("expected offset {expected}, got {offset}"),
-                });
-            }
-            let key: [u8; 32] = message
-                .key()
-                .and_then(|k| k.try_into().ok())
-                .ok_or_else(|| backend("reading", "a message without a 32-byte key"))?;
-            out.push(LogRecord {
-                partition,
-                offset,
-                timestamp_ms: message
-                    .timestamp()
-                    .to_millis()
-                    .and_then(|t| u64::try_from(t).ok())
-                    .unwrap_or(0),
-                key,
-                payload: message.payload().unwrap_or_default().into(),
-            });
+            out.push(to_record(topic, partition, expected, &message)?);
         }
         reader.next = Some(from + out.len() as u64);
         Ok(out)
@@ -537,12 +595,37 @@ impl EventLog for KafkaLog {
     }
 
     async fn wait_beyond(&self, partition: u32, offset: Offset) -> Result<(), LogError> {
-        // Kafka has no "tell me when the end moves" call for a non-member; poll the watermark.
+        self.check(partition)?;
+        // The partition's reader long-polls for the record at `offset` (a Fetch the broker
+        // answers when data arrives), instead of asking for the end over and over (on some
+        // brokers that costs more as the partition grows); the end is asked only when nothing
+        // came for a while.
         loop {
+            let mut reader = self.readers[partition as usize].lock().await;
+            if let Some(record) = reader.position(&self.options.topic, partition, offset)? {
+                reader.peeked = Some(record);
+                reader.next = Some(offset);
+                return Ok(());
+            }
+            match tokio::time::timeout(WAIT_POLL, reader.consumer.recv()).await {
+                Ok(Ok(message)) => {
+                    reader.peeked =
+                        Some(to_record(&self.options.topic, partition, offset, &message)?);
+                    reader.next = Some(offset);
+                    return Ok(());
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(partition, error = %e, "kafka wait: transient fetch error");
+                    reader.next = Some(offset);
+                }
+                // Nothing consumed: the position stands.
+                Err(_) => reader.next = Some(offset),
+            }
+            drop(reader);
+            // Quiet for a while: make sure the reader is not missing what the broker has.
             if self.end_offset(partition).await? > offset {
                 return Ok(());
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 }
