@@ -357,3 +357,87 @@ async fn the_same_workload_gives_the_same_audit_digest_on_both_backends() {
     assert_eq!(embedded_audit["operations"], kafka_audit["operations"]);
     assert_eq!(embedded_audit["digest"], kafka_audit["digest"]);
 }
+
+/// A principal whose grant was revoked gets its completed operation replayed with the result
+/// withheld (R20) on every node, also where another node owns the partition (a node that
+/// never held the record must ask its owner).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_grant_replays_withheld_through_any_node() {
+    let log = kafka_log(&test_brokers(), &fresh_name("reauth"), 4);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let nodes: Vec<Server> = (0..2)
+        .map(|i| Server::start_kafka(&tmp.path().join(format!("n{i}")), &log, ""))
+        .collect();
+    // Both nodes own partitions before anything is claimed, so each key's record exists on its
+    // owner only.
+    let deadline = Instant::now() + SETTLE;
+    while !nodes[1].stderr().contains("owning the partition") {
+        assert!(
+            Instant::now() < deadline,
+            "the second node got no partition"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let keys: Vec<String> = (0..8).map(|k| format!("k-reauth-{k}")).collect();
+    for key in &keys {
+        let (status, body) = answered(|| {
+            nodes[0].try_post(
+                common::TOKEN_B,
+                "/v1/operations",
+                Some(key),
+                charge("w", "9.00", "c"),
+            )
+        })
+        .await;
+        assert_eq!(status, 201, "{body}");
+        let id = body["operation_id"].as_str().expect("id").to_owned();
+        let path = format!("/v1/operations/{id}/complete");
+        let (status, body) = answered(|| {
+            nodes[0].try_post(
+                common::TOKEN_B,
+                &path,
+                None,
+                json!({"holder": "w", "result": {"resource_ref": "ch_secret_ref", "status": 201}}),
+            )
+        })
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+
+    // Revoke agent-b's payments grant on every node.
+    for node in &nodes {
+        let text = std::fs::read_to_string(&node.config).expect("reads config");
+        let revoked = text.replace(
+            "tools = [\"payments.charge\", \"tickets.create\"]",
+            "tools = [\"tickets.create\"]",
+        );
+        assert_ne!(text, revoked, "the grant is in the config");
+        std::fs::write(&node.config, revoked).expect("writes config");
+        let (status, body) =
+            answered(|| node.try_post(TOKEN_A, "/v1/admin/reload", None, json!({}))).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    for node in &nodes {
+        for key in &keys {
+            let (status, body) = answered(|| {
+                node.try_post(
+                    common::TOKEN_B,
+                    "/v1/operations",
+                    Some(key),
+                    charge("w2", "9.00", "c"),
+                )
+            })
+            .await;
+            assert_eq!(
+                (status, body["decision"].as_str(), body["state"].as_str()),
+                (200, Some("replay"), Some("completed")),
+                "{key}: {body}"
+            );
+            assert_eq!(body["result_withheld"], true, "{body}");
+            assert!(body.get("result").is_none(), "{body}");
+        }
+    }
+    for node in nodes {
+        node.stop();
+    }
+}

@@ -12,7 +12,7 @@ use crate::api::error::ApiError;
 use crate::api::{ApiState, auth};
 use crate::cluster::Ownership;
 use crate::cluster::directory::{Directory, Peer};
-use crate::core::key::OperationId;
+use crate::core::key::{ClientKey, OperationId, ScopedHash};
 use crate::log::model::{EventLog, partition_for};
 use crate::projection::Projection;
 use axum::body::{Body, Bytes};
@@ -76,6 +76,30 @@ fn route_of(method: &Method, path: &str, body: &Bytes) -> Route {
         None if path == "/v1/reconciliation" => Route::Everyone,
         None => Route::Here,
     }
+}
+
+/// A claim by a principal that may no longer use the tool is answered from the operation's
+/// record (a replay with the result withheld, R20), so its owner must answer it: the id of
+/// that operation, if this is such a claim.
+fn claim_without_grant(
+    principal: &crate::config::Principal,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Option<OperationId> {
+    let tool = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()?
+        .get("tool")?
+        .as_str()?
+        .to_owned();
+    if principal.may_use(&tool) {
+        return None;
+    }
+    let key = ClientKey::parse(headers.get("idempotency-key")?.to_str().ok()?).ok()?;
+    Some(OperationId::for_scope(&ScopedHash::of(
+        &principal.id,
+        &tool,
+        &key,
+    )))
 }
 
 /// Decodes `%XX` escapes; `None` if the result is not UTF-8 or an escape is malformed.
@@ -238,9 +262,10 @@ pub async fn route<L: EventLog>(
         return next.run(Request::from_parts(parts, body)).await;
     }
     // Nobody unauthenticated makes this node ask the others.
-    if let Err(e) = auth::authenticate(&api.principals, &parts.headers) {
-        return e.into_response();
-    }
+    let principal = match auth::authenticate(&api.principals, &parts.headers) {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
     let body = match crate::api::bounded(body, cluster.body_bytes_max).await {
         Ok(b) => b,
         Err(e) => return e.into_response(),
@@ -249,7 +274,13 @@ pub async fn route<L: EventLog>(
     if !forwarded {
         parts.headers.remove(FORWARDED);
     }
-    let route = route_of(&parts.method, &path, &body);
+    let route = match route_of(&parts.method, &path, &body) {
+        Route::Here if parts.method == Method::POST => {
+            claim_without_grant(&principal, &parts.headers, &body)
+                .map_or(Route::Here, Route::Operation)
+        }
+        route => route,
+    };
     let path_and_query = parts
         .uri
         .path_and_query()
