@@ -8,6 +8,9 @@
 //!
 //! Each with claims/s, p50/p99 latency, peak RSS, RSS as operations accumulate, and ratios.
 
+mod common;
+
+use common::{Figures, drive};
 use opledger::config::Config;
 use opledger::ledger::{ClaimInput, Claimed};
 use opledger::log::embedded::{EmbeddedLog, EmbeddedOptions};
@@ -24,37 +27,6 @@ const TOKEN: &str = "bench-token-0001";
 /// The same allocator as the `opledger` binary, so in-process figures match it.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-struct Figures {
-    ops: u64,
-    elapsed: Duration,
-    latencies_us: Vec<u64>,
-}
-
-impl Figures {
-    fn rate(&self) -> f64 {
-        self.ops as f64 / self.elapsed.as_secs_f64()
-    }
-
-    fn percentile(&mut self, p: f64) -> f64 {
-        if self.latencies_us.is_empty() {
-            return 0.0;
-        }
-        self.latencies_us.sort_unstable();
-        let i = ((self.latencies_us.len() as f64 - 1.0) * p).round() as usize;
-        self.latencies_us[i] as f64 / 1000.0
-    }
-
-    fn print(&mut self, name: &str) {
-        let (p50, p99) = (self.percentile(0.50), self.percentile(0.99));
-        println!(
-            "{name:<44} {:>10.0} ops/s   p50 {p50:>6.2} ms   p99 {p99:>6.2} ms   ({} ops in {:.2} s)",
-            self.rate(),
-            self.ops,
-            self.elapsed.as_secs_f64()
-        );
-    }
-}
 
 /// Partitions of the ledger under test: the default of the config (8), or `BENCH_PARTITIONS`.
 fn bench_partitions() -> u32 {
@@ -116,38 +88,6 @@ recipient = ["customer"]
         writer_threads = writer_threads_line(),
     );
     Config::parse(&text).expect("bench config is valid")
-}
-
-/// Runs `workers` tasks, each doing `per_worker` operations of `op(worker, i)`.
-async fn drive<F, Fut>(workers: usize, per_worker: usize, op: F) -> Figures
-where
-    F: Fn(usize, usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let op = Arc::new(op);
-    let start = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for w in 0..workers {
-        let op = op.clone();
-        tasks.spawn(async move {
-            let mut lat = Vec::with_capacity(per_worker);
-            for i in 0..per_worker {
-                let t = Instant::now();
-                op(w, i).await;
-                lat.push(t.elapsed().as_micros() as u64);
-            }
-            lat
-        });
-    }
-    let mut latencies_us = Vec::new();
-    while let Some(l) = tasks.join_next().await {
-        latencies_us.extend(l.expect("worker"));
-    }
-    Figures {
-        ops: latencies_us.len() as u64,
-        elapsed: start.elapsed(),
-        latencies_us,
-    }
 }
 
 async fn raw_log(dir: &std::path::Path, workers: usize, per_worker: usize) -> Figures {
@@ -412,11 +352,7 @@ fn main() {
     );
     rt.block_on(async {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let empty = || Figures {
-            ops: 0,
-            elapsed: Duration::from_secs(1),
-            latencies_us: Vec::new(),
-        };
+        let empty = Figures::empty;
         let (mut raw, mut one, mut sled_only) = (empty(), empty(), empty());
         if run("raw") {
             raw = raw_log(&tmp.path().join("raw"), 256, 400 * scale).await;

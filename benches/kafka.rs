@@ -13,6 +13,9 @@
 //!
 //! each with ops/s, p50/p99 and the ratio to the raw produce rate.
 
+mod common;
+
+use common::{Figures, drive};
 use opledger::config::Config;
 use opledger::ledger::{ClaimInput, Claimed};
 use opledger::log::kafka::{KafkaLog, KafkaOptions, TopicSpec, ensure_topics};
@@ -29,72 +32,6 @@ const PARTITIONS: u32 = 8;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-struct Figures {
-    ops: u64,
-    elapsed: Duration,
-    latencies_us: Vec<u64>,
-}
-
-impl Figures {
-    fn rate(&self) -> f64 {
-        self.ops as f64 / self.elapsed.as_secs_f64()
-    }
-
-    fn percentile(&mut self, p: f64) -> f64 {
-        if self.latencies_us.is_empty() {
-            return 0.0;
-        }
-        self.latencies_us.sort_unstable();
-        let i = ((self.latencies_us.len() as f64 - 1.0) * p).round() as usize;
-        self.latencies_us[i] as f64 / 1000.0
-    }
-
-    fn print(&mut self, name: &str, baseline: Option<f64>) {
-        let (p50, p99) = (self.percentile(0.50), self.percentile(0.99));
-        let ratio = baseline.map_or(String::new(), |b| {
-            format!("   {:.2}x raw produce", self.rate() / b)
-        });
-        println!(
-            "{name:<46} {:>8.0} ops/s   p50 {p50:>6.2} ms   p99 {p99:>6.2} ms   ({} ops in {:.2} s){ratio}",
-            self.rate(),
-            self.ops,
-            self.elapsed.as_secs_f64()
-        );
-    }
-}
-
-/// Runs `workers` tasks, each doing `per_worker` operations of `op(worker, i)`.
-async fn drive<F, Fut>(workers: usize, per_worker: usize, op: F) -> Figures
-where
-    F: Fn(usize, usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let op = Arc::new(op);
-    let start = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for w in 0..workers {
-        let op = op.clone();
-        tasks.spawn(async move {
-            let mut lat = Vec::with_capacity(per_worker);
-            for i in 0..per_worker {
-                let t = Instant::now();
-                op(w, i).await;
-                lat.push(t.elapsed().as_micros() as u64);
-            }
-            lat
-        });
-    }
-    let mut latencies_us = Vec::new();
-    while let Some(l) = tasks.join_next().await {
-        latencies_us.extend(l.expect("worker"));
-    }
-    Figures {
-        ops: latencies_us.len() as u64,
-        elapsed: start.elapsed(),
-        latencies_us,
-    }
-}
 
 /// tansu 0.6 reports a partition's end as its last batch's first offset + 1, so a node would
 /// not see the rest of a batch until the next one: every producer here sends one record per
@@ -341,23 +278,21 @@ fn main() {
     let per_worker = 5120 * scale / workers;
     rt.block_on(async {
         let mut raw = raw_produce(&brokers, workers, per_worker).await;
-        let base = raw.rate();
-        raw.print(
-            &format!("baseline: raw produce, acks=all, {workers} senders"),
-            None,
-        );
-        seam(&brokers, workers, per_worker).await.print(
-            &format!("KafkaLog::append, {workers} appenders"),
-            Some(base),
-        );
+        let vs = Some(("raw produce", raw.rate()));
+        raw.print(&format!(
+            "baseline: raw produce, acks=all, {workers} senders"
+        ));
+        seam(&brokers, workers, per_worker)
+            .await
+            .print_vs(&format!("KafkaLog::append, {workers} appenders"), vs);
         claims(tmp.path(), &brokers, 1, workers, per_worker)
             .await
-            .print(&format!("claims, 1 node, {workers} tasks"), Some(base));
+            .print_vs(&format!("claims, 1 node, {workers} tasks"), vs);
         claims(tmp.path(), &brokers, 2, workers, per_worker)
             .await
-            .print(
+            .print_vs(
                 &format!("claims, 2 nodes (half cross-node), {workers} tasks"),
-                Some(base),
+                vs,
             );
     });
 }

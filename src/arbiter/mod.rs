@@ -130,18 +130,8 @@ impl<L: EventLog> Arbiter<L> {
 
     /// Applies everything durable up to the log's end at the time of the call; `progress` is
     /// called after every batch with the next offset. Used at start-up and by `rebuild`.
-    pub async fn catch_up(&mut self, mut progress: impl FnMut(u64)) -> Result<u64, ArbiterError> {
-        let partition = self.partition;
-        let end = self
-            .log
-            .end_offset(partition)
-            .await
-            .map_err(|source| ArbiterError::Log { partition, source })?;
-        while self.next < end {
-            let want = APPLY_BATCH_RECORDS_MAX.min((end - self.next) as usize);
-            self.step(want).await?;
-            progress(self.next);
-        }
+    pub async fn catch_up(&mut self, progress: impl FnMut(u64)) -> Result<u64, ArbiterError> {
+        self.catch_up_to_end(None, progress).await?;
         Ok(self.next)
     }
 
@@ -151,6 +141,14 @@ impl<L: EventLog> Arbiter<L> {
         &mut self,
         stop: &watch::Receiver<bool>,
     ) -> Result<bool, ArbiterError> {
+        self.catch_up_to_end(Some(stop), |_| {}).await
+    }
+
+    async fn catch_up_to_end(
+        &mut self,
+        stop: Option<&watch::Receiver<bool>>,
+        mut progress: impl FnMut(u64),
+    ) -> Result<bool, ArbiterError> {
         let partition = self.partition;
         let end = self
             .log
@@ -158,11 +156,12 @@ impl<L: EventLog> Arbiter<L> {
             .await
             .map_err(|source| ArbiterError::Log { partition, source })?;
         while self.next < end {
-            if *stop.borrow() {
+            if stop.is_some_and(|s| *s.borrow()) {
                 return Ok(false);
             }
             let want = APPLY_BATCH_RECORDS_MAX.min((end - self.next) as usize);
             self.step(want).await?;
+            progress(self.next);
         }
         Ok(true)
     }
