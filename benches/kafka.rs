@@ -18,7 +18,7 @@ mod common;
 use common::{Figures, drive};
 use opledger::config::Config;
 use opledger::ledger::{ClaimInput, Claimed};
-use opledger::log::kafka::{KafkaLog, KafkaOptions, TopicSpec, ensure_topics};
+use opledger::log::kafka::{Connection, KafkaLog, KafkaOptions, TopicSpec, ensure_topics};
 use opledger::log::model::{EventLog, NewRecord};
 use opledger::node::Node;
 use rdkafka::ClientConfig;
@@ -59,7 +59,7 @@ fn brokers(tmp: &std::path::Path) -> String {
 
 async fn topic(brokers: &str, name: &str) {
     ensure_topics(
-        brokers,
+        &Connection::new(brokers, &[]),
         &[TopicSpec::events(name, PARTITIONS, 1)],
         Duration::from_secs(10),
     )

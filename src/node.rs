@@ -19,7 +19,7 @@ use crate::core::digest::StateDigest;
 use crate::ledger::Ledger;
 use crate::log::any::AnyLog;
 use crate::log::embedded::{EmbeddedLog, EmbeddedOptions};
-use crate::log::kafka::{KafkaLog, KafkaOptions, TopicSpec, ensure_topics};
+use crate::log::kafka::{Connection, KafkaLog, KafkaOptions, TopicSpec, ensure_topics};
 use crate::log::model::{EventLog, LogError};
 use crate::projection::{LogIdentity, Projection, ProjectionError, Reset};
 use std::collections::{BTreeMap, HashMap};
@@ -127,9 +127,13 @@ async fn open_kafka(config: &Config, kafka: &KafkaSettings) -> Result<KafkaLog, 
             kafka.replication_factor,
         ),
     ];
-    ensure_topics(&kafka.brokers, &specs, KAFKA_TIMEOUT)
-        .await
-        .map_err(in_kafka)?;
+    ensure_topics(
+        &Connection::new(&kafka.brokers, &kafka.librdkafka),
+        &specs,
+        KAFKA_TIMEOUT,
+    )
+    .await
+    .map_err(in_kafka)?;
     let options = kafka_options(config, kafka);
     tokio::task::spawn_blocking(move || KafkaLog::open(options))
         .await
@@ -348,16 +352,16 @@ async fn join_cluster(
     }
     let count = config.partitions;
     let node = partitions.replies.node();
+    let connection = Connection::new(&kafka.brokers, &kafka.librdkafka);
     let bus = Arc::new(
-        BusProducer::new(&kafka.brokers, &kafka.replies_topic, count)
-            .map_err(|e| cluster_err(&e))?,
+        BusProducer::new(&connection, &kafka.replies_topic, count).map_err(|e| cluster_err(&e))?,
     );
     partitions.replies.set_remote(Box::new(bus.clone()));
     let directory = Arc::new(Directory::new(node, ANNOUNCE_EVERY * 3));
     let ownership = Arc::new(Ownership::new(count));
     // Reading replies starts before anything can be asked, so no answer is missed.
     let reader = bus::listen(
-        &kafka.brokers,
+        &connection,
         &kafka.replies_topic,
         count,
         partitions.replies.clone(),
@@ -384,7 +388,7 @@ async fn join_cluster(
         stopped.clone(),
     ));
     let (placement, events) = Placement::join(
-        &kafka.brokers,
+        &connection,
         &kafka.group,
         &kafka.topic,
         &format!("opledger-{node:016x}"),

@@ -182,14 +182,14 @@ async fn a_broker_outage_delays_appends_but_loses_and_duplicates_nothing() {
 /// The same conformance suite against the real Kafka-protocol broker the tests share.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_on_the_test_broker() {
-    use opledger::log::kafka::{TopicSpec, ensure_topics};
+    use opledger::log::kafka::{Connection, TopicSpec, ensure_topics};
     let brokers = common::test_brokers();
     let run = uuid::Uuid::new_v4().simple().to_string();
     let n = AtomicUsize::new(0);
     let create = |topic: &str| {
         tokio::task::block_in_place(|| {
             tokio::runtime::Handle::current().block_on(ensure_topics(
-                &brokers,
+                &Connection::new(&brokers, &[]),
                 &[TopicSpec::events(topic, PARTITIONS, 1)],
                 Duration::from_secs(10),
             ))

@@ -10,7 +10,7 @@
 use crate::arbiter::replies::{Answer, RemoteReplies, Replies};
 use crate::cluster::directory::{Directory, Peer};
 use crate::core::event::ReplyTo;
-use rdkafka::ClientConfig;
+use crate::log::kafka::Connection;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -91,9 +91,9 @@ pub struct BusProducer {
 
 impl BusProducer {
     /// A producer for `topic` with `partitions` partitions.
-    pub fn new(brokers: &str, topic: &str, partitions: u32) -> Result<Self, BusError> {
-        let producer = ClientConfig::new()
-            .set("bootstrap.servers", brokers)
+    pub fn new(connection: &Connection, topic: &str, partitions: u32) -> Result<Self, BusError> {
+        let producer = connection
+            .client_config()
             .set("linger.ms", "0")
             .set("message.timeout.ms", "10000")
             .create()?;
@@ -146,7 +146,7 @@ impl RemoteReplies for Arc<BusProducer> {
 /// position is fixed, so no answer sent after this call is missed. The reader hands answers
 /// to `replies` and announcements to `directory` until `stop`.
 pub async fn listen(
-    brokers: &str,
+    connection: &Connection,
     topic: &str,
     partitions: u32,
     replies: Arc<Replies>,
@@ -155,8 +155,8 @@ pub async fn listen(
     timeout: Duration,
 ) -> Result<tokio::task::JoinHandle<()>, BusError> {
     let partition = (replies.node() % u64::from(partitions.max(1))) as i32;
-    let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
+    let consumer: StreamConsumer = connection
+        .client_config()
         .set("group.id", "opledger-replies")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")

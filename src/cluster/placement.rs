@@ -7,7 +7,7 @@
 //! from 0. On revocation the callback waits until the partition's arbiter has stopped before
 //! librdkafka gives the partition up, so the next owner starts after this one has finished.
 
-use rdkafka::ClientConfig;
+use crate::log::kafka::Connection;
 use rdkafka::ClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::topic_partition_list::TopicPartitionList;
@@ -120,7 +120,7 @@ impl Rejoin {
 /// How a member connects; kept to create a fresh member on a rejoin.
 #[derive(Clone)]
 struct MemberSettings {
-    brokers: String,
+    connection: Connection,
     group: String,
     topic: String,
     client_id: String,
@@ -129,13 +129,12 @@ struct MemberSettings {
 
 impl MemberSettings {
     fn member(&self) -> Result<BaseConsumer<GroupContext>, rdkafka::error::KafkaError> {
-        let mut config = ClientConfig::new();
+        let mut config = self.connection.client_config();
         if let Ok(debug) = std::env::var("OPLEDGER_KAFKA_DEBUG") {
             // librdkafka's own debug contexts, e.g. `cgrp` for the group protocol.
             config.set("debug", debug);
         }
         let consumer: BaseConsumer<GroupContext> = config
-            .set("bootstrap.servers", &self.brokers)
             .set("group.id", &self.group)
             .set("client.id", &self.client_id)
             .set("enable.auto.commit", "false")
@@ -170,14 +169,14 @@ fn leave(consumer: BaseConsumer<GroupContext>) {
 impl Placement {
     /// Joins `group` on `topic`; what the group decides arrives on the returned channel.
     pub fn join(
-        brokers: &str,
+        connection: &Connection,
         group: &str,
         topic: &str,
         client_id: &str,
     ) -> Result<(Self, mpsc::UnboundedReceiver<PlacementEvent>), rdkafka::error::KafkaError> {
         let (tx, rx) = mpsc::unbounded_channel();
         let settings = MemberSettings {
-            brokers: brokers.to_owned(),
+            connection: connection.clone(),
             group: group.to_owned(),
             topic: topic.to_owned(),
             client_id: client_id.to_owned(),

@@ -84,6 +84,49 @@ pub fn check_producer_settings(settings: &[(String, String)]) -> Result<(), Unsa
     Ok(())
 }
 
+/// How every Kafka client of a node reaches the cluster: the bootstrap servers and the
+/// connection settings of `[log.librdkafka]` (`security.*`, `sasl.*`, `ssl.*`, `socket.*`,
+/// `client.rack`), so a cluster that needs TLS or SASL is reachable by the producer, the
+/// readers, the group member, the replies topic and the admin client alike. The other settings
+/// there are producer tuning and reach the events producer only.
+#[derive(Clone, Debug, Default)]
+pub struct Connection {
+    /// Bootstrap servers, `host:port,…`.
+    pub brokers: String,
+    /// Connection settings.
+    pub settings: Vec<(String, String)>,
+}
+
+impl Connection {
+    /// The connection part of `librdkafka` settings, for `brokers`.
+    pub fn new(brokers: &str, librdkafka: &[(String, String)]) -> Self {
+        let connection = |k: &str| {
+            ["security.", "sasl.", "ssl.", "socket."]
+                .iter()
+                .any(|p| k.starts_with(p))
+                || k == "client.rack"
+        };
+        Self {
+            brokers: brokers.to_owned(),
+            settings: librdkafka
+                .iter()
+                .filter(|(k, _)| connection(k))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// A client config with the servers and the connection settings.
+    pub fn client_config(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.brokers);
+        for (k, v) in &self.settings {
+            c.set(k, v);
+        }
+        c
+    }
+}
+
 /// A topic a node creates when it is missing.
 #[derive(Clone, Debug)]
 pub struct TopicSpec {
@@ -133,14 +176,14 @@ impl TopicSpec {
 /// Creates each topic of `specs` that the cluster does not have yet. An existing topic is left
 /// as it is (its partition count is checked when the log opens).
 pub async fn ensure_topics(
-    brokers: &str,
+    connection: &Connection,
     specs: &[TopicSpec],
     timeout: Duration,
 ) -> Result<(), LogError> {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     use rdkafka::client::DefaultClientContext;
     use rdkafka::error::RDKafkaErrorCode;
-    let meta: BaseConsumer = consumer_config(brokers)
+    let meta: BaseConsumer = consumer_config(connection)
         .create()
         .map_err(|e| backend("creating the Kafka metadata client", e))?;
     let meta = Arc::new(meta);
@@ -162,8 +205,8 @@ pub async fn ensure_topics(
     if missing.is_empty() {
         return Ok(());
     }
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
+    let admin: AdminClient<DefaultClientContext> = connection
+        .client_config()
         .create()
         .map_err(|e| backend("creating the Kafka admin client", e))?;
     let topics: Vec<NewTopic<'_>> = missing
@@ -305,10 +348,9 @@ fn backend(context: impl Into<String>, e: impl std::fmt::Display) -> LogError {
     }
 }
 
-fn consumer_config(brokers: &str) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", brokers)
-        .set("group.id", "opledger-reader")
+fn consumer_config(connection: &Connection) -> ClientConfig {
+    let mut c = connection.client_config();
+    c.set("group.id", "opledger-reader")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
         .set("isolation.level", "read_committed")
@@ -324,22 +366,25 @@ impl KafkaLog {
         check_producer_settings(&options.producer_settings)
             .map_err(|e| LogError::InvalidOptions(e.to_string()))?;
         let mut config = ClientConfig::new();
-        for (setting, value) in &options.producer_settings {
-            config.set(setting, value);
-        }
-        let producer: FutureProducer = config
+        // Defaults first, then the configured tuning, then what safety requires.
+        config
             .set("bootstrap.servers", &options.brokers)
-            // Safety, not tuning: no acknowledged event may be lost or duplicated.
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
             .set("linger.ms", "1")
             .set(
                 "message.timeout.ms",
                 options.timeout.as_millis().to_string(),
-            )
+            );
+        for (setting, value) in &options.producer_settings {
+            config.set(setting, value);
+        }
+        let producer: FutureProducer = config
+            // No acknowledged event may be lost or duplicated.
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
             .create()
             .map_err(|e| backend("creating the Kafka producer", e))?;
-        let meta: BaseConsumer = consumer_config(&options.brokers)
+        let connection = Connection::new(&options.brokers, &options.producer_settings);
+        let meta: BaseConsumer = consumer_config(&connection)
             .create()
             .map_err(|e| backend("creating the Kafka metadata client", e))?;
         let metadata = meta
@@ -358,7 +403,7 @@ impl KafkaLog {
         }
         let mut readers = Vec::new();
         for p in 0..options.partitions {
-            let consumer: StreamConsumer = consumer_config(&options.brokers)
+            let consumer: StreamConsumer = consumer_config(&connection)
                 .create()
                 .map_err(|e| backend(format!("creating the reader of partition {p}"), e))?;
             readers.push(tokio::sync::Mutex::new(Reader {
@@ -662,6 +707,33 @@ mod tests {
             assert_eq!((err.setting.as_str(), err.value.as_str()), (setting, value));
             assert!(err.to_string().contains(setting));
         }
+    }
+
+    #[test]
+    fn connection_settings_reach_every_client_and_tuning_only_the_producer() {
+        let librdkafka = settings(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("ssl.ca.location", "/etc/ca.pem"),
+            ("client.rack", "eu-1a"),
+            ("linger.ms", "5"),
+            ("compression.type", "lz4"),
+        ]);
+        let c = Connection::new("k1:9093", &librdkafka);
+        let names: Vec<&str> = c.settings.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "security.protocol",
+                "sasl.mechanism",
+                "ssl.ca.location",
+                "client.rack"
+            ]
+        );
+        let config = c.client_config();
+        assert_eq!(config.get("bootstrap.servers"), Some("k1:9093"));
+        assert_eq!(config.get("security.protocol"), Some("SASL_SSL"));
+        assert_eq!(config.get("linger.ms"), None);
     }
 
     #[test]
