@@ -441,3 +441,50 @@ async fn a_revoked_grant_replays_withheld_through_any_node() {
         node.stop();
     }
 }
+
+/// A replies topic with another partition count than the log would send answers where nobody
+/// reads: the node refuses to start and names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replies_topic_with_another_partition_count_is_refused_by_name() {
+    use opledger::log::kafka::{Connection, TopicSpec, ensure_topics};
+    let brokers = test_brokers();
+    let name = fresh_name("mismatch");
+    ensure_topics(
+        &Connection::new(&brokers, &[]),
+        &[TopicSpec::replies(&format!("{name}.replies"), 2, 1)],
+        Duration::from_secs(10),
+    )
+    .await
+    .expect("creates the replies topic");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let config = tmp.path().join("opledger.toml");
+    let text =
+        common::config_text_log(&tmp.path().join("data"), &kafka_log(&brokers, &name, 4), "");
+    std::fs::write(&config, text).expect("writes config");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts opledger");
+    let deadline = Instant::now() + SETTLE;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waits") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the node did not refuse to start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("reads stderr");
+    assert!(!status.success());
+    assert!(
+        stderr.contains(&format!("replies topic {name}.replies has 2 partitions")),
+        "{stderr}"
+    );
+}

@@ -58,6 +58,18 @@ pub enum BusError {
     /// Kafka failed.
     #[error("replies topic: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
+    /// The replies topic has another partition count than the log.
+    #[error(
+        "replies topic {topic} has {on_broker} partitions; it needs {configured}, like the events topic"
+    )]
+    PartitionCount {
+        /// The topic.
+        topic: String,
+        /// Its partitions on the broker.
+        on_broker: usize,
+        /// The configured partition count.
+        configured: u32,
+    },
 }
 
 /// Encodes a bus message.
@@ -163,6 +175,24 @@ pub async fn listen(
         .set("fetch.wait.max.ms", "10")
         .create()?;
     let consumer = Arc::new(consumer);
+    // Answers are addressed by node id modulo the partition count: a topic with another count
+    // would send them where nobody reads.
+    let (c, t) = (consumer.clone(), topic.to_owned());
+    let metadata = tokio::task::spawn_blocking(move || c.fetch_metadata(Some(&t), timeout))
+        .await
+        .map_err(|e| BusError::Undecodable(e.to_string()))??;
+    let on_broker = metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic)
+        .map_or(0, |t| t.partitions().len());
+    if on_broker != partitions as usize {
+        return Err(BusError::PartitionCount {
+            topic: topic.to_owned(),
+            on_broker,
+            configured: partitions,
+        });
+    }
     let (c, t) = (consumer.clone(), topic.to_owned());
     let (_, high) = tokio::task::spawn_blocking(move || c.fetch_watermarks(&t, partition, timeout))
         .await
