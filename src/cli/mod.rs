@@ -38,8 +38,9 @@ struct ConfigArgs {
 #[derive(Subcommand)]
 enum Command {
     /// Run the ledger: HTTP API on the config's `listen` address, log and projections in
-    /// `data_dir`. Stops cleanly on Ctrl-C or SIGTERM; survives kill -9 with nothing
-    /// acknowledged lost.
+    /// `data_dir` (on Kafka, `--log kafka`, the log is a topic several nodes share and
+    /// `data_dir` holds this node's projection). Stops cleanly on Ctrl-C or SIGTERM; survives
+    /// kill -9 with nothing acknowledged lost.
     Serve {
         #[command(flatten)]
         args: ConfigArgs,
