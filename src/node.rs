@@ -95,6 +95,11 @@ pub struct Node {
 /// Opens the log of a config: the embedded log in the data directory, or the Kafka topics
 /// (created when missing).
 pub async fn open_log(config: &Config) -> Result<Arc<AnyLog>, NodeError> {
+    // Both backends keep this node's projection there; the embedded one its log too.
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| NodeError::DataDir {
+        dir: config.data_dir.clone(),
+        source,
+    })?;
     match &config.backend {
         Backend::Embedded => open_embedded(config).map(|log| Arc::new(AnyLog::Embedded(log))),
         Backend::Kafka(kafka) => open_kafka(config, kafka)
@@ -142,10 +147,6 @@ async fn open_kafka(config: &Config, kafka: &KafkaSettings) -> Result<KafkaLog, 
 }
 
 fn open_embedded(config: &Config) -> Result<EmbeddedLog, NodeError> {
-    std::fs::create_dir_all(&config.data_dir).map_err(|source| NodeError::DataDir {
-        dir: config.data_dir.clone(),
-        source,
-    })?;
     let dir = config.data_dir.join("log");
     let mut options = EmbeddedOptions::new(config.partitions);
     if let Some(threads) = config.writer_threads {
@@ -178,10 +179,6 @@ impl Node {
         mut progress: impl FnMut(Progress),
     ) -> Result<Self, NodeError> {
         let log = open_log(config).await?;
-        std::fs::create_dir_all(&config.data_dir).map_err(|source| NodeError::DataDir {
-            dir: config.data_dir.clone(),
-            source,
-        })?;
         let (projection, reset) = Projection::open(
             &projection_dir(config),
             config.projection_cache_bytes,
@@ -689,10 +686,6 @@ pub async fn rebuild(
     mut progress: impl FnMut(Progress),
 ) -> Result<StateSummary, NodeError> {
     let log = open_log(config).await?;
-    std::fs::create_dir_all(&config.data_dir).map_err(|source| NodeError::DataDir {
-        dir: config.data_dir.clone(),
-        source,
-    })?;
     let projection = Projection::reset(
         &projection_dir(config),
         config.projection_cache_bytes,

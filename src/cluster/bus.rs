@@ -10,7 +10,7 @@
 use crate::arbiter::replies::{Answer, RemoteReplies, Replies};
 use crate::cluster::directory::{Directory, Peer};
 use crate::core::event::ReplyTo;
-use crate::log::kafka::Connection;
+use crate::log::kafka::{Connection, topic_partitions};
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -94,6 +94,12 @@ pub fn decode(bytes: &[u8]) -> Result<BusMessage, BusError> {
     }
 }
 
+/// The replies-topic partition a node reads (and answers for it are sent to).
+fn reply_partition(node: u64, partitions: u32) -> u32 {
+    // The remainder is below `partitions`, so it fits in u32.
+    (node % u64::from(partitions.max(1))) as u32
+}
+
 /// Sends on the replies topic.
 pub struct BusProducer {
     producer: FutureProducer,
@@ -137,7 +143,7 @@ impl BusProducer {
 
     /// The replies-topic partition node `node` reads.
     pub fn partition_of(&self, node: u64) -> u32 {
-        (node % u64::from(self.partitions)) as u32
+        reply_partition(node, self.partitions)
     }
 }
 
@@ -166,7 +172,7 @@ pub async fn listen(
     mut stop: watch::Receiver<bool>,
     timeout: Duration,
 ) -> Result<tokio::task::JoinHandle<()>, BusError> {
-    let partition = (replies.node() % u64::from(partitions.max(1))) as i32;
+    let partition = reply_partition(replies.node(), partitions) as i32;
     let consumer: StreamConsumer = connection
         .client_config()
         .set("group.id", "opledger-replies")
@@ -178,14 +184,9 @@ pub async fn listen(
     // Answers are addressed by node id modulo the partition count: a topic with another count
     // would send them where nobody reads.
     let (c, t) = (consumer.clone(), topic.to_owned());
-    let metadata = tokio::task::spawn_blocking(move || c.fetch_metadata(Some(&t), timeout))
+    let on_broker = tokio::task::spawn_blocking(move || topic_partitions(c.as_ref(), &t, timeout))
         .await
         .map_err(|e| BusError::Undecodable(e.to_string()))??;
-    let on_broker = metadata
-        .topics()
-        .iter()
-        .find(|t| t.name() == topic)
-        .map_or(0, |t| t.partitions().len());
     if on_broker != partitions as usize {
         return Err(BusError::PartitionCount {
             topic: topic.to_owned(),

@@ -61,10 +61,9 @@ fn route_of(method: &Method, path: &str, body: &Bytes) -> Route {
     match rest {
         Some("") if method == Method::POST => {
             // A claim with a parent reads the parent's record.
-            let parent = serde_json::from_slice::<serde_json::Value>(body)
-                .ok()
-                .and_then(|v| OperationId::parse(v.get("parent")?.as_str()?));
-            parent.map_or(Route::Here, Route::Operation)
+            ClaimRouting::of(body)
+                .parent()
+                .map_or(Route::Here, Route::Operation)
         }
         Some(rest) => {
             let segment = rest.trim_start_matches('/').split('/').next().unwrap_or("");
@@ -78,28 +77,43 @@ fn route_of(method: &Method, path: &str, body: &Bytes) -> Route {
     }
 }
 
-/// A claim by a principal that may no longer use the tool is answered from the operation's
-/// record (a replay with the result withheld, R20), so its owner must answer it: the id of
-/// that operation, if this is such a claim.
-fn claim_without_grant(
-    principal: &crate::config::Principal,
-    headers: &HeaderMap,
-    body: &Bytes,
-) -> Option<OperationId> {
-    let tool = serde_json::from_slice::<serde_json::Value>(body)
-        .ok()?
-        .get("tool")?
-        .as_str()?
-        .to_owned();
-    if principal.may_use(&tool) {
-        return None;
+/// The fields of a claim body that decide where it is answered; the rest (the business
+/// request) is skipped, not built into a JSON tree, and the handler parses it once.
+#[derive(serde::Deserialize, Default)]
+struct ClaimRouting {
+    tool: Option<serde_json::Value>,
+    parent: Option<serde_json::Value>,
+}
+
+impl ClaimRouting {
+    fn of(body: &Bytes) -> Self {
+        serde_json::from_slice(body).unwrap_or_default()
     }
-    let key = ClientKey::parse(headers.get("idempotency-key")?.to_str().ok()?).ok()?;
-    Some(OperationId::for_scope(&ScopedHash::of(
-        &principal.id,
-        &tool,
-        &key,
-    )))
+
+    /// A claim with a parent reads the parent's record.
+    fn parent(&self) -> Option<OperationId> {
+        OperationId::parse(self.parent.as_ref()?.as_str()?)
+    }
+
+    /// A claim by a principal that may no longer use the tool is answered from the operation's
+    /// record (a replay with the result withheld, R20), so its owner must answer it: the id of
+    /// that operation, if this is such a claim.
+    fn without_grant(
+        &self,
+        principal: &crate::config::Principal,
+        headers: &HeaderMap,
+    ) -> Option<OperationId> {
+        let tool = self.tool.as_ref()?.as_str()?;
+        if principal.may_use(tool) {
+            return None;
+        }
+        let key = ClientKey::parse(headers.get("idempotency-key")?.to_str().ok()?).ok()?;
+        Some(OperationId::for_scope(&ScopedHash::of(
+            &principal.id,
+            tool,
+            &key,
+        )))
+    }
 }
 
 /// Decodes `%XX` escapes; `None` if the result is not UTF-8 or an escape is malformed.
@@ -274,12 +288,15 @@ pub async fn route<L: EventLog>(
     if !forwarded {
         parts.headers.remove(FORWARDED);
     }
-    let route = match route_of(&parts.method, &path, &body) {
-        Route::Here if parts.method == Method::POST => {
-            claim_without_grant(&principal, &parts.headers, &body)
-                .map_or(Route::Here, Route::Operation)
-        }
-        route => route,
+    let route = if parts.method == Method::POST && path == "/v1/operations" {
+        // One look at the claim body decides both cases that need an owner.
+        let claim = ClaimRouting::of(&body);
+        claim
+            .parent()
+            .or_else(|| claim.without_grant(&principal, &parts.headers))
+            .map_or(Route::Here, Route::Operation)
+    } else {
+        route_of(&parts.method, &path, &body)
     };
     let path_and_query = parts
         .uri

@@ -127,6 +127,21 @@ impl Connection {
     }
 }
 
+/// How many partitions `topic` has on the broker (0 when it does not exist). Blocks for up to
+/// `timeout`.
+pub fn topic_partitions<C: Consumer<Ctx>, Ctx: rdkafka::consumer::ConsumerContext>(
+    consumer: &C,
+    topic: &str,
+    timeout: Duration,
+) -> Result<usize, rdkafka::error::KafkaError> {
+    let metadata = consumer.fetch_metadata(Some(topic), timeout)?;
+    Ok(metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic)
+        .map_or(0, |t| t.partitions().len()))
+}
+
 /// A topic a node creates when it is missing.
 #[derive(Clone, Debug)]
 pub struct TopicSpec {
@@ -190,15 +205,12 @@ pub async fn ensure_topics(
     let mut missing = Vec::new();
     for spec in specs {
         let (m, name) = (meta.clone(), spec.name.clone());
-        let metadata = tokio::task::spawn_blocking(move || m.fetch_metadata(Some(&name), timeout))
-            .await
-            .map_err(|e| backend("reading topic metadata", e))?
-            .map_err(|e| backend(format!("reading metadata of topic {}", spec.name), e))?;
-        let exists = metadata
-            .topics()
-            .iter()
-            .any(|t| t.name() == spec.name && !t.partitions().is_empty());
-        if !exists {
+        let on_broker =
+            tokio::task::spawn_blocking(move || topic_partitions(m.as_ref(), &name, timeout))
+                .await
+                .map_err(|e| backend("reading topic metadata", e))?
+                .map_err(|e| backend(format!("reading metadata of topic {}", spec.name), e))?;
+        if on_broker == 0 {
             missing.push(spec);
         }
     }
@@ -387,17 +399,11 @@ impl KafkaLog {
         let meta: BaseConsumer = consumer_config(&connection)
             .create()
             .map_err(|e| backend("creating the Kafka metadata client", e))?;
-        let metadata = meta
-            .fetch_metadata(Some(&options.topic), options.timeout)
+        let on_broker = topic_partitions(&meta, &options.topic, options.timeout)
             .map_err(|e| backend(format!("reading metadata of topic {}", options.topic), e))?;
-        let on_broker = metadata
-            .topics()
-            .iter()
-            .find(|t| t.name() == options.topic)
-            .map_or(0, |t| t.partitions().len() as u32);
-        if on_broker != options.partitions {
+        if on_broker != options.partitions as usize {
             return Err(LogError::PartitionCountMismatch {
-                on_disk: on_broker,
+                on_disk: u32::try_from(on_broker).unwrap_or(u32::MAX),
                 configured: options.partitions,
             });
         }
