@@ -182,3 +182,16 @@ async fn a_clean_stop_is_resumed_without_a_rebuild() {
     assert_eq!((s, now["state"].as_str()), (200, Some("processing")));
     server.stop();
 }
+
+/// A stop sent the moment the listening line appears is a clean stop, every time: the signal
+/// handlers are in place before that line is printed.
+#[tokio::test]
+async fn a_sigterm_right_after_the_listening_line_stops_cleanly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path());
+    let config = server.config.clone();
+    server.stop();
+    for _ in 0..10 {
+        Server::start_existing(dir.path(), &config).stop();
+    }
+}

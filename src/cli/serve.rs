@@ -71,6 +71,10 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
             print_dev_banner(addr, token, &config.data_dir);
         }
         tracing::info!(%addr, data_dir = %config.data_dir.display(), partitions = config.partitions, "opledger serving");
+        // Register SIGINT/SIGTERM before the listening line: a stop sent right after it would
+        // otherwise meet the default action and end the node uncleanly. (While the node catches
+        // up, the default action stays: Ctrl-C then stops it at once, which costs only a replay.)
+        let stop = stop_signal()?;
         // Tests and scripts wait for this exact line on stdout.
         println!("opledger listening on http://{addr}");
         let reloader = tokio::spawn(reload_on_sighup(hangups, state.clone()));
@@ -82,7 +86,7 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
                 route::<opledger::log::any::AnyLog>,
             ));
         }
-        let server = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal());
+        let server = axum::serve(listener, app).with_graceful_shutdown(stop);
         let outcome = tokio::select! {
             served = server => served.context("HTTP server failed"),
             failure = node.failed() => Err(anyhow::Error::new(failure).context("a partition arbiter stopped")),
@@ -134,25 +138,25 @@ async fn reload_on_sighup<L: opledger::log::model::EventLog>(
     drop((hangups, state));
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM. The handlers are registered when this is called, not
+/// when the future is first polled.
+fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+        let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {},
+                _ = terminate.recv() => {},
             }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+        })
     }
+    #[cfg(not(unix))]
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
 
 fn print_dev_banner(addr: SocketAddr, token: &str, data_dir: &std::path::Path) {
