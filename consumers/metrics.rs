@@ -12,6 +12,7 @@ use crate::core::contract::ToolClass;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -37,6 +38,8 @@ pub struct Metrics {
     registry: Registry,
     outcomes: Family<OutcomeLabels, Counter>,
     claim_seconds: Family<LatencyLabels, Histogram, fn() -> Histogram>,
+    partitions_assigned: Gauge,
+    partitions_serving: Gauge,
 }
 
 impl Default for Metrics {
@@ -62,10 +65,26 @@ impl Metrics {
             "Claim latency from request to durable decision, by tool class and decision",
             claim_seconds.clone(),
         );
+        // Summed over the nodes, `serving` equals the partition count when every partition has
+        // a caught-up owner; less means some claims wait (an alert, not a dashboard curiosity).
+        let partitions_assigned = Gauge::default();
+        registry.register(
+            "partitions_assigned",
+            "Partitions whose arbiter runs on this node (caught up or not)",
+            partitions_assigned.clone(),
+        );
+        let partitions_serving = Gauge::default();
+        registry.register(
+            "partitions_serving",
+            "Partitions this node owns and has caught up on, so it answers for them",
+            partitions_serving.clone(),
+        );
         Self {
             registry,
             outcomes,
             claim_seconds,
+            partitions_assigned,
+            partitions_serving,
         }
     }
 
@@ -89,6 +108,12 @@ impl Metrics {
             .observe(seconds);
     }
 
+    /// Records how many partitions this node runs arbiters for, and how many of them it serves.
+    pub fn partitions(&self, assigned: usize, serving: usize) {
+        self.partitions_assigned.set(assigned as i64);
+        self.partitions_serving.set(serving as i64);
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -101,5 +126,20 @@ impl Metrics {
 impl Observer for Metrics {
     fn observe(&self, batch: &[Observed]) {
         batch.iter().for_each(|o| self.count(o));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_counts_are_rendered_as_the_latest_values() {
+        let metrics = Metrics::new();
+        metrics.partitions(3, 1);
+        metrics.partitions(2, 2);
+        let text = metrics.render();
+        assert!(text.contains("opledger_partitions_assigned 2\n"), "{text}");
+        assert!(text.contains("opledger_partitions_serving 2\n"), "{text}");
     }
 }

@@ -207,6 +207,7 @@ impl Node {
         let (cluster, placement) = match &config.backend {
             Backend::Embedded => {
                 let arbiters = catch_up_all(&log, &projection, &replies, &mut progress).await?;
+                metrics.partitions(arbiters.len(), arbiters.len());
                 for arbiter in arbiters {
                     tasks.spawn(arbiter.with_observer(metrics.clone()).run(stopped.clone()));
                 }
@@ -381,6 +382,7 @@ async fn join_cluster(
             assigned: Vec::new(),
         },
         ownership.clone(),
+        partitions.metrics.clone(),
         changed.clone(),
         stopped.clone(),
     ));
@@ -468,17 +470,20 @@ async fn rejoin_when_orphaned(
     }
 }
 
-/// Announces this node's caught-up partitions on every change and every [`ANNOUNCE_EVERY`].
+/// Announces this node's caught-up partitions on every change and every [`ANNOUNCE_EVERY`], and
+/// shows their counts on `/metrics`.
 async fn announce(
     bus: Arc<BusProducer>,
     mut me: OwnersAnnouncement,
     ownership: Arc<Ownership>,
+    metrics: Arc<Metrics>,
     changed: Arc<Notify>,
     mut stop: watch::Receiver<bool>,
 ) {
     loop {
         me.partitions = ownership.owned();
         me.assigned = ownership.assigned();
+        metrics.partitions(me.assigned.len(), me.partitions.len());
         bus.announce(me.clone());
         tokio::select! {
             _ = stopped(&mut stop) => return,

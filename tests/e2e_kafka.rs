@@ -52,6 +52,46 @@ async fn get(server: &Server, path: &str) -> Option<(u16, Value)> {
     Some((status, resp.json().await.ok()?))
 }
 
+/// One unlabelled gauge from a node's `/metrics`, if the node answers.
+async fn gauge(server: &Server, name: &str) -> Option<u64> {
+    let text = server
+        .raw()
+        .get(format!("{}/metrics", server.base))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Waits (bounded by [`SETTLE`]) until the nodes' `/metrics`, summed, show every one of
+/// `partitions` run and served by exactly one of them.
+async fn all_partitions_served(nodes: &[&Server], partitions: u64) {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let mut sums = (0, 0);
+        for node in nodes {
+            sums.0 += gauge(node, "opledger_partitions_assigned")
+                .await
+                .unwrap_or(0);
+            sums.1 += gauge(node, "opledger_partitions_serving")
+                .await
+                .unwrap_or(0);
+        }
+        if sums == (partitions, partitions) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "(assigned, serving) summed over the nodes: {sums:?}, not {partitions} each"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_nodes_one_executor_and_a_killed_node_loses_nothing() {
     let brokers = test_brokers();
@@ -103,6 +143,7 @@ async fn three_nodes_one_executor_and_a_killed_node_loses_nothing() {
     let id = ids.into_iter().next().expect("one id");
     let executor = executors.into_iter().next().expect("one executor");
     let nodes = nodes_shared;
+    all_partitions_served(&nodes.iter().collect::<Vec<_>>(), 4).await;
 
     // The executor reports through another node, and a third node reads the result: requests
     // by id reach the partition's owner wherever they arrive.
@@ -269,6 +310,9 @@ async fn three_nodes_one_executor_and_a_killed_node_loses_nothing() {
         (201, Some("execute")),
         "{body}"
     );
+
+    // The survivors' metrics show every partition owned again, for an operator's alert.
+    all_partitions_served(&[&nodes[0], &nodes[2]], 4).await;
 
     let nodes = Arc::into_inner(nodes).expect("no task holds the nodes");
     for (i, node) in nodes.into_iter().enumerate() {

@@ -87,6 +87,17 @@ async fn metrics_count_each_outcome_kind_per_class_without_secrets() {
         &[("class", "keyed"), ("decision", "replay")],
     );
     assert_eq!(claims, 2.0, "{text}");
+    // One embedded node runs and serves every partition (the test config has 4).
+    assert_eq!(
+        sample(&text, "opledger_partitions_assigned", &[]),
+        4.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "opledger_partitions_serving", &[]),
+        4.0,
+        "{text}"
+    );
     assert!(!text.contains(SECRET_KEY) && !text.contains("agent-a") && !text.contains(TOKEN_A));
     server.stop();
 }
