@@ -10,9 +10,9 @@
 
 mod common;
 
-use common::{Figures, drive};
+use common::{Figures, TOKEN, charge_body, claim_charge, drive, principal, principal_and_tool};
 use opledger::config::Config;
-use opledger::ledger::{ClaimInput, Claimed};
+use opledger::ledger::Claimed;
 use opledger::log::embedded::{EmbeddedLog, EmbeddedOptions};
 use opledger::log::model::{EventLog, NewRecord, partition_for};
 use opledger::node::Node;
@@ -21,8 +21,6 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const TOKEN: &str = "bench-token-0001";
 
 /// The same allocator as the `opledger` binary, so in-process figures match it.
 #[global_allocator]
@@ -61,33 +59,18 @@ fn rss_kib(pid: &str, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn config(dir: &std::path::Path, partitions: u32) -> Config {
-    let text = format!(
-        r#"
-data_dir = "{}"
-listen = "127.0.0.1:0"
-[log]
-partitions = {partitions}
-{writer_threads}
-[limits]
-projection_cache_mb = 64
-[[principal]]
-id = "bench"
-token = "{TOKEN}"
-tools = ["*"]
-[[tool]]
-name = "payments.charge"
-class = "keyed"
-loss = "high"
-lease = "30s"
-[tool.fingerprint]
-amount = ["amount", "currency"]
-recipient = ["customer"]
-"#,
+/// The config of a bench node whose data lives below `dir`.
+fn config_text(dir: &std::path::Path, partitions: u32) -> String {
+    format!(
+        "data_dir = \"{}\"\nlisten = \"127.0.0.1:0\"\n[log]\npartitions = {partitions}\n{}[limits]\nprojection_cache_mb = 64\n{}",
         dir.join("data").display(),
-        writer_threads = writer_threads_line(),
-    );
-    Config::parse(&text).expect("bench config is valid")
+        writer_threads_line(),
+        principal_and_tool(),
+    )
+}
+
+fn config(dir: &std::path::Path, partitions: u32) -> Config {
+    Config::parse(&config_text(dir, partitions)).expect("bench config is valid")
 }
 
 async fn raw_log(dir: &std::path::Path, workers: usize, per_worker: usize) -> Figures {
@@ -158,10 +141,6 @@ fn raw_sled(dir: &std::path::Path, total: usize) -> Figures {
     }
 }
 
-fn charge_body(w: usize, i: usize) -> serde_json::Value {
-    json!({"amount": format!("{}.{:02}", i % 1000, w % 100), "currency": "EUR", "customer": format!("c-{w}")})
-}
-
 async fn in_process(
     dir: &std::path::Path,
     workers: usize,
@@ -173,12 +152,7 @@ async fn in_process(
         .unwrap_or(8);
     let config = config(dir, partitions);
     let node = Node::start(&config, |_| {}).await.expect("node starts");
-    let principal = config
-        .principals_by_token
-        .values()
-        .next()
-        .expect("one principal")
-        .clone();
+    let principal = principal(&config);
     let ledger = node.ledger.clone();
     let pid = std::process::id().to_string();
     let mut rss_curve = Vec::new();
@@ -200,17 +174,7 @@ async fn in_process(
                 let key = format!("r{round}-w{w}-i{i}");
                 let request = charge_body(w, i);
                 let holder = format!("worker-{w}");
-                let claimed = ledger
-                    .claim(
-                        &principal,
-                        ClaimInput {
-                            tool: "payments.charge",
-                            key: Some(&key),
-                            holder: &holder,
-                            request: &request,
-                            parent: None,
-                        },
-                    )
+                let claimed = claim_charge(&ledger, &principal, &key, &holder, &request)
                     .await
                     .expect("claim");
                 assert!(matches!(claimed, Claimed::Decided(a) if a.decision.code() == "execute"));
@@ -230,11 +194,7 @@ async fn http(dir: &std::path::Path, clients: usize, total: usize) -> (Figures, 
     std::fs::create_dir_all(dir).expect("creates bench dir");
     let partitions = bench_partitions();
     let config_path = dir.join("opledger.toml");
-    let cfg = format!(
-        "data_dir = \"{}\"\nlisten = \"127.0.0.1:0\"\n[log]\npartitions = {partitions}\n{}[limits]\nprojection_cache_mb = 64\n[[principal]]\nid = \"bench\"\ntoken = \"{TOKEN}\"\ntools = [\"*\"]\n[[tool]]\nname = \"payments.charge\"\nclass = \"keyed\"\n[tool.fingerprint]\namount = [\"amount\", \"currency\"]\nrecipient = [\"customer\"]\n",
-        dir.join("data").display(),
-        writer_threads_line(),
-    );
+    let cfg = config_text(dir, partitions);
     std::fs::write(&config_path, cfg).expect("writes config");
     let mut child = Command::new(env!("CARGO_BIN_EXE_opledger"))
         .args(["serve", "--log-level", "warn", "--config"])

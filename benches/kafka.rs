@@ -15,19 +15,17 @@
 
 mod common;
 
-use common::{Figures, drive};
+use common::{Figures, charge_body, claim_charge, drive, principal, principal_and_tool};
 use opledger::config::Config;
-use opledger::ledger::{ClaimInput, Claimed};
+use opledger::ledger::Claimed;
 use opledger::log::kafka::{Connection, KafkaLog, KafkaOptions, TopicSpec, ensure_topics};
 use opledger::log::model::{EventLog, NewRecord};
 use opledger::node::Node;
 use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const TOKEN: &str = "bench-token-0001";
 const PARTITIONS: u32 = 8;
 
 #[global_allocator]
@@ -140,20 +138,9 @@ replication_factor = 1
 "batch.num.messages" = "1"
 [recovery]
 enabled = false
-[[principal]]
-id = "bench"
-token = "{TOKEN}"
-tools = ["*"]
-[[tool]]
-name = "payments.charge"
-class = "keyed"
-loss = "high"
-lease = "30s"
-[tool.fingerprint]
-amount = ["amount", "currency"]
-recipient = ["customer"]
-"#,
+{}"#,
         dir.join("data").display(),
+        principal_and_tool(),
     );
     Config::parse(&text).expect("bench config is valid")
 }
@@ -175,33 +162,16 @@ async fn claims(
         config = Some(c);
     }
     let config = config.expect("a node");
-    let principal = config
-        .principals_by_token
-        .values()
-        .next()
-        .expect("one principal")
-        .clone();
+    let principal = principal(&config);
     let ledgers: Vec<_> = started.iter().map(|n| n.ledger.clone()).collect();
     // Warm up until every node answers (the group has placed every partition).
     for (n, ledger) in ledgers.iter().enumerate() {
         for p in 0..PARTITIONS * 4 {
             let key = format!("warm-{n}-{p}");
-            let request = json!({"amount": "1.00", "currency": "EUR", "customer": "c"});
+            let request = charge_body(n, p as usize);
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
-                let claimed = ledger
-                    .claim(
-                        &principal,
-                        ClaimInput {
-                            tool: "payments.charge",
-                            key: Some(&key),
-                            holder: "warm",
-                            request: &request,
-                            parent: None,
-                        },
-                    )
-                    .await;
-                match claimed {
+                match claim_charge(ledger, &principal, &key, "warm", &request).await {
                     Ok(_) => break,
                     Err(e) if Instant::now() < deadline => {
                         eprintln!("warm-up: {e}; retrying");
@@ -218,24 +188,12 @@ async fn claims(
         async move {
             let ledger = &ledgers[w % ledgers.len()];
             let key = format!("w{w}-i{i}");
-            let request = json!({"amount": format!("{}.00", i % 1000), "currency": "EUR", "customer": format!("c-{w}")});
+            let request = charge_body(w, i);
             let holder = format!("worker-{w}");
             // A decision that does not arrive in time is a retriable answer: ask again, as a
             // client would (the same key and holder give the same operation).
             let claimed = loop {
-                match ledger
-                    .claim(
-                        &principal,
-                        ClaimInput {
-                            tool: "payments.charge",
-                            key: Some(&key),
-                            holder: &holder,
-                            request: &request,
-                            parent: None,
-                        },
-                    )
-                    .await
-                {
+                match claim_charge(ledger, &principal, &key, &holder, &request).await {
                     Err(opledger::ledger::LedgerError::DecisionTimeout) => {
                         eprintln!("decision timeout; retrying");
                     }

@@ -1,8 +1,73 @@
-//! What the benchmarks share: latency figures and a driver of concurrent workers.
+//! What the benchmarks share: the bench principal and tool, a claim of it, latency figures and
+//! a driver of concurrent workers.
 #![allow(dead_code)]
 
+use opledger::config::{Config, Principal};
+use opledger::ledger::{ClaimInput, Claimed, Ledger, LedgerError};
+use opledger::log::model::EventLog;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The bench principal's bearer token.
+pub const TOKEN: &str = "bench-token-0001";
+
+/// The config tail every bench node shares: one principal allowed every tool, and the keyed
+/// `payments.charge` tool the workload claims.
+pub fn principal_and_tool() -> String {
+    format!(
+        r#"
+[[principal]]
+id = "bench"
+token = "{TOKEN}"
+tools = ["*"]
+[[tool]]
+name = "payments.charge"
+class = "keyed"
+loss = "high"
+lease = "30s"
+[tool.fingerprint]
+amount = ["amount", "currency"]
+recipient = ["customer"]
+"#
+    )
+}
+
+/// The one principal of a bench config.
+pub fn principal(config: &Config) -> Principal {
+    config
+        .principals_by_token
+        .values()
+        .next()
+        .expect("one principal")
+        .clone()
+}
+
+/// The request body of worker `w`'s `i`-th charge.
+pub fn charge_body(w: usize, i: usize) -> serde_json::Value {
+    serde_json::json!({"amount": format!("{}.{:02}", i % 1000, w % 100), "currency": "EUR", "customer": format!("c-{w}")})
+}
+
+/// Claims a `payments.charge` under `key` for `holder`.
+pub async fn claim_charge<L: EventLog>(
+    ledger: &Ledger<L>,
+    principal: &Principal,
+    key: &str,
+    holder: &str,
+    request: &serde_json::Value,
+) -> Result<Claimed, LedgerError> {
+    ledger
+        .claim(
+            principal,
+            ClaimInput {
+                tool: "payments.charge",
+                key: Some(key),
+                holder,
+                request,
+                parent: None,
+            },
+        )
+        .await
+}
 
 /// Operations, wall time and per-operation latencies of one measured phase.
 pub struct Figures {
