@@ -62,7 +62,14 @@ fn rss_kib(pid: &str, field: &str) -> u64 {
 /// The config of a bench node whose data lives below `dir`.
 fn config_text(dir: &std::path::Path, partitions: u32) -> String {
     format!(
-        "data_dir = \"{}\"\nlisten = \"127.0.0.1:0\"\n[log]\npartitions = {partitions}\n{}[limits]\nprojection_cache_mb = 64\n{}",
+        r#"
+data_dir = "{}"
+listen = "127.0.0.1:0"
+[log]
+partitions = {partitions}
+{}[limits]
+projection_cache_mb = 64
+{}"#,
         dir.join("data").display(),
         writer_threads_line(),
         principal_and_tool(),
@@ -146,11 +153,7 @@ async fn in_process(
     workers: usize,
     total: usize,
 ) -> (Figures, Vec<(u64, u64)>) {
-    let partitions = std::env::var("BENCH_PARTITIONS")
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(8);
-    let config = config(dir, partitions);
+    let config = config(dir, bench_partitions());
     let node = Node::start(&config, |_| {}).await.expect("node starts");
     let principal = principal(&config);
     let ledger = node.ledger.clone();
