@@ -103,6 +103,7 @@ async fn seam(brokers: &str, workers: usize, per_worker: usize) -> Figures {
             partitions: PARTITIONS,
             timeout: Duration::from_secs(30),
             producer_settings: one_record_per_batch(),
+            clock: opledger::clock::SystemClock::shared(),
         })
         .expect("opens"),
     );

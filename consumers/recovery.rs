@@ -17,7 +17,7 @@ use crate::core::key::OperationId;
 use crate::core::operation::{OpState, OperationRecord};
 use crate::ledger::Ledger;
 use crate::log::model::EventLog;
-use crate::status::query;
+use crate::status::SharedStatusClient;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,18 +57,10 @@ impl Default for RecoveryOptions {
 pub async fn run<L: EventLog>(
     ledger: Arc<Ledger<L>>,
     options: RecoveryOptions,
+    client: SharedStatusClient,
     mut stop: watch::Receiver<bool>,
 ) {
-    let client = match reqwest::Client::builder()
-        .timeout(options.query_timeout)
-        .build()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "recovery: cannot build the HTTP client; recovery is off");
-            return;
-        }
-    };
+    let clock = crate::clock::SystemClock::default();
     let mut cursor: Option<OperationId> = None;
     let mut ticks = tokio::time::interval(options.tick);
     loop {
@@ -77,7 +69,7 @@ pub async fn run<L: EventLog>(
             _ = stop.wait_for(|s| *s) => return,
             _ = ticks.tick() => {}
         }
-        let now = crate::log::embedded::system_clock_ms();
+        let now = crate::clock::Clock::now_ms(&clock);
         let (candidates, expiring, next) = match scan(&ledger, cursor, options.scan_batch, now) {
             Ok(found) => found,
             Err(e) => {
@@ -149,7 +141,7 @@ fn scan<L: EventLog>(
 
 async fn investigate<L: EventLog>(
     ledger: &Ledger<L>,
-    client: &reqwest::Client,
+    client: &SharedStatusClient,
     options: &RecoveryOptions,
     record: OperationRecord,
 ) {
@@ -172,10 +164,7 @@ async fn investigate<L: EventLog>(
     // A tool that lost its status_url (or was removed from the config) cannot be asked: say
     // so, so the record backs off and eventually reaches a person instead of looping.
     let evidence = match ledger.tools().get(&now.tool) {
-        Some(contract) => match &contract.status_url {
-            Some(url) => query(client, url, &now.id, contract).await,
-            None => crate::status::inconclusive("no_status_url", None),
-        },
+        Some(contract) => client.query(contract, now.id).await,
         None => crate::status::inconclusive("tool_not_configured", None),
     };
     tracing::info!(operation = %now.id, evidence = evidence_kind(&evidence), "recovery: status queried");

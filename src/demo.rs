@@ -8,6 +8,7 @@ use crate::core::event::BusinessResult;
 use crate::core::operation::{OpState, QueryResult};
 use crate::ledger::{ClaimInput, Claimed, Report};
 use crate::node::Node;
+use crate::projection::ProjectionStore;
 use crate::sim;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -17,7 +17,8 @@ use crate::core::input::{self, InputError};
 use crate::core::key::{ClientKey, KeyError, OperationId, ScopedHash};
 use crate::core::operation::{OpState, OperationRecord};
 use crate::log::model::{EventLog, NewRecord, partition_for};
-use crate::projection::{Projection, ProjectionError};
+use crate::projection::sled::SledStore;
+use crate::projection::{ProjectionError, ProjectionStore};
 use crate::status;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -149,12 +150,12 @@ pub enum OperatorCommand {
 /// The ledger service over one log.
 pub struct Ledger<L: EventLog> {
     log: Arc<L>,
-    projection: Projection,
+    projection: SledStore,
     replies: Arc<Replies>,
     tools: Arc<HashMap<String, ToolContract>>,
     decision_wait: Duration,
     metrics: Option<Arc<Metrics>>,
-    status_client: reqwest::Client,
+    status: crate::status::SharedStatusClient,
     /// On a shared (Kafka) log: the partitions this node owns; `None` owns everything.
     ownership: Option<Arc<crate::cluster::Ownership>>,
 }
@@ -163,7 +164,7 @@ impl<L: EventLog> Ledger<L> {
     /// A ledger over a log whose arbiters deliver into `replies`.
     pub fn new(
         log: Arc<L>,
-        projection: Projection,
+        projection: SledStore,
         replies: Arc<Replies>,
         tools: HashMap<String, ToolContract>,
     ) -> Self {
@@ -175,11 +176,16 @@ impl<L: EventLog> Ledger<L> {
             decision_wait: DECISION_WAIT_DEFAULT,
             metrics: None,
             ownership: None,
-            status_client: reqwest::Client::builder()
-                .timeout(STATUS_QUERY_TIMEOUT)
-                .build()
-                .unwrap_or_default(),
+            status: Arc::new(crate::status::http::HttpStatusClient::new(
+                STATUS_QUERY_TIMEOUT,
+            )),
         }
+    }
+
+    /// Asks external systems through `status` (compensation's resource-version check).
+    pub fn with_status_client(mut self, status: crate::status::SharedStatusClient) -> Self {
+        self.status = status;
+        self
     }
 
     /// Records claim latencies in `metrics`.
@@ -434,13 +440,10 @@ impl<L: EventLog> Ledger<L> {
         original: &OperationRecord,
         result: &BusinessResult,
     ) -> bool {
-        let (Some(url), Some(recorded)) = (
-            contract.status_url.as_deref(),
-            result.headers.get(status::VERSION_HEADER),
-        ) else {
+        let Some(recorded) = result.headers.get(status::VERSION_HEADER) else {
             return false;
         };
-        match status::query(&self.status_client, url, &original.id, contract).await {
+        match self.status.query(contract, original.id).await {
             Evidence::Found { result: now, .. } => {
                 now.headers.get(status::VERSION_HEADER) != Some(recorded)
             }
@@ -460,7 +463,7 @@ impl<L: EventLog> Ledger<L> {
     }
 
     /// The projection, for consumers that look for work in it (read only).
-    pub fn projection(&self) -> &Projection {
+    pub fn projection(&self) -> &SledStore {
         &self.projection
     }
 
@@ -470,17 +473,23 @@ impl<L: EventLog> Ledger<L> {
         &self,
         limit: usize,
     ) -> Result<(Vec<OperationRecord>, usize), LedgerError> {
-        let mut waiting: Vec<OperationRecord> = self
-            .projection
-            // Stale copies of partitions another node serves do not use up the scan.
-            .queue_where(RECONCILIATION_SCAN_MAX, |r| self.owns(r))?
-            .into_iter()
-            // The index and the record are read one after the other; a resolution may land
-            // in between.
-            .filter(|r| matches!(r.state, OpState::Manual { .. }))
-            .collect();
+        let mut waiting: Vec<OperationRecord> = Vec::new();
+        let mut total = 0;
+        for partition in 0..self.log.partition_count() {
+            // Stale copies of partitions another node serves are not this node's to list.
+            if self.ownership.as_ref().is_some_and(|o| !o.owns(partition)) {
+                continue;
+            }
+            let slice = self
+                .projection
+                .queue(partition, limit, RECONCILIATION_SCAN_MAX)?;
+            total += slice.total;
+            waiting.extend(slice.items);
+        }
+        // The index and the record are read one after the other; a resolution may land in
+        // between.
+        waiting.retain(|r| matches!(r.state, OpState::Manual { .. }));
         waiting.sort_by_key(|r| (r.created_at_ms, r.id));
-        let total = waiting.len();
         waiting.truncate(limit);
         Ok((waiting, total))
     }

@@ -14,6 +14,7 @@
 
 pub mod api;
 pub mod arbiter;
+pub mod clock;
 pub mod cluster;
 pub mod config;
 #[path = "../consumers/mod.rs"]
@@ -27,3 +28,6 @@ pub mod projection;
 pub mod sim;
 pub mod status;
 pub mod telemetry;
+
+/// A boxed future, for traits that are used as objects (`Arc<dyn …>`).
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;

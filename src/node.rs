@@ -21,7 +21,8 @@ use crate::log::any::AnyLog;
 use crate::log::embedded::{EmbeddedLog, EmbeddedOptions};
 use crate::log::kafka::{Connection, KafkaLog, KafkaOptions, TopicSpec, ensure_topics};
 use crate::log::model::{EventLog, LogError};
-use crate::projection::{LogIdentity, Projection, ProjectionError, Reset};
+use crate::projection::sled::{LogIdentity, Reset, SledStore};
+use crate::projection::{ProjectionError, ProjectionStore, SharedStore};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -82,7 +83,7 @@ pub struct Node {
     log: Arc<AnyLog>,
     /// On Kafka: this node's consumer-group member.
     placement: Option<Placement>,
-    projection: Projection,
+    projection: SledStore,
     projection_dir: PathBuf,
     /// False once an arbiter failed: the projection is then not marked clean at shutdown.
     healthy: bool,
@@ -116,6 +117,7 @@ pub fn kafka_options(config: &Config, kafka: &KafkaSettings) -> KafkaOptions {
         partitions: config.partitions,
         timeout: KAFKA_TIMEOUT,
         producer_settings: kafka.librdkafka.clone(),
+        clock: crate::clock::SystemClock::shared(),
     }
 }
 
@@ -179,7 +181,7 @@ impl Node {
         mut progress: impl FnMut(Progress),
     ) -> Result<Self, NodeError> {
         let log = open_log(config).await?;
-        let (projection, reset) = Projection::open(
+        let (projection, reset) = SledStore::open(
             &projection_dir(config),
             config.projection_cache_bytes,
             identity(&log),
@@ -192,6 +194,7 @@ impl Node {
                 "projection failed its integrity check and was moved aside; rebuilding it from the log"
             ),
         }
+        let store: SharedStore = Arc::new(projection.clone());
         let replies = Arc::new(Replies::new());
         let (stop, stopped) = watch::channel(false);
         let metrics = Arc::new(Metrics::new());
@@ -206,7 +209,7 @@ impl Node {
         .with_metrics(metrics.clone());
         let (cluster, placement) = match &config.backend {
             Backend::Embedded => {
-                let arbiters = catch_up_all(&log, &projection, &replies, &mut progress).await?;
+                let arbiters = catch_up_all(&log, &store, &replies, &mut progress).await?;
                 metrics.partitions(arbiters.len(), arbiters.len());
                 for arbiter in arbiters {
                     tasks.spawn(arbiter.with_observer(metrics.clone()).run(stopped.clone()));
@@ -219,7 +222,7 @@ impl Node {
                     kafka,
                     Partitions {
                         log: log.clone(),
-                        projection: projection.clone(),
+                        projection: store.clone(),
                         replies: replies.clone(),
                         metrics: metrics.clone(),
                     },
@@ -235,9 +238,13 @@ impl Node {
         let ledger = Arc::new(ledger);
         if let Some(options) = config.recovery.clone() {
             // Its sweep drives retention too.
+            let status = Arc::new(crate::status::http::HttpStatusClient::new(
+                options.query_timeout,
+            ));
             consumers.push(tokio::spawn(crate::consumers::recovery::run(
                 ledger.clone(),
                 options,
+                status,
                 stopped.clone(),
             )));
         }
@@ -301,7 +308,7 @@ impl Node {
         if self.healthy {
             self.projection.close_clean(&self.projection_dir)?;
         } else {
-            self.projection.flush()?;
+            self.projection.flush_now()?;
         }
         drop(self.ledger);
         drop(self.cluster);
@@ -319,7 +326,7 @@ impl Node {
 #[derive(Clone)]
 struct Partitions {
     log: Arc<AnyLog>,
-    projection: Projection,
+    projection: SharedStore,
     replies: Arc<Replies>,
     metrics: Arc<Metrics>,
 }
@@ -641,7 +648,7 @@ async fn run_partition(
 
 async fn catch_up_all<L: EventLog>(
     log: &Arc<L>,
-    projection: &Projection,
+    projection: &SharedStore,
     replies: &Arc<Replies>,
     progress: &mut impl FnMut(Progress),
 ) -> Result<Vec<Arbiter<L>>, NodeError> {
@@ -691,13 +698,14 @@ pub async fn rebuild(
     mut progress: impl FnMut(Progress),
 ) -> Result<StateSummary, NodeError> {
     let log = open_log(config).await?;
-    let projection = Projection::reset(
+    let projection = SledStore::reset(
         &projection_dir(config),
         config.projection_cache_bytes,
         identity(&log),
     )?;
     let replies = Arc::new(Replies::new());
-    let arbiters = catch_up_all(&log, &projection, &replies, &mut progress).await?;
+    let store: SharedStore = Arc::new(projection.clone());
+    let arbiters = catch_up_all(&log, &store, &replies, &mut progress).await?;
     let events = arbiters.iter().map(Arbiter::next_offset).sum();
     drop(arbiters);
     projection.close_clean(&projection_dir(config))?;

@@ -9,7 +9,8 @@ use opledger::core::decision::Decision;
 use opledger::core::event::{BusinessResult, ReplyTo};
 use opledger::ledger::{ClaimInput, Claimed, Ledger, Report};
 use opledger::log::kafka::{KafkaLog, KafkaOptions};
-use opledger::projection::{LogIdentity, Projection};
+use opledger::projection::sled::{LogIdentity, SledStore};
+use opledger::projection::{ProjectionStore, SharedStore};
 use rdkafka::mocking::MockCluster;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
@@ -28,12 +29,16 @@ impl RemoteReplies for Capture {
     }
 }
 
-fn projection(dir: &std::path::Path, log: &KafkaLog) -> Projection {
+fn shared(store: &SledStore) -> SharedStore {
+    Arc::new(store.clone())
+}
+
+fn projection(dir: &std::path::Path, log: &KafkaLog) -> SledStore {
     let identity = LogIdentity {
         log_id: log.log_id(),
         partitions: PARTITIONS,
     };
-    Projection::open(dir, 1 << 20, identity)
+    SledStore::open(dir, 1 << 20, identity)
         .expect("projection opens")
         .0
 }
@@ -86,6 +91,7 @@ async fn two_owners(faults: Faults) {
             partitions: PARTITIONS,
             timeout: Duration::from_secs(10),
             producer_settings: Vec::new(),
+            clock: opledger::clock::SystemClock::shared(),
         })
         .expect("opens the Kafka log")
     };
@@ -104,9 +110,9 @@ async fn two_owners(faults: Faults) {
     let (stop, stopped) = watch::channel(false);
     let mut arbiters = Vec::new();
     for partition in 0..PARTITIONS {
-        let a = Arbiter::new(partition, log_a.clone(), proj_a.clone(), replies_a.clone())
+        let a = Arbiter::new(partition, log_a.clone(), shared(&proj_a), replies_a.clone())
             .expect("arbiter A");
-        let b = Arbiter::new(partition, log_b.clone(), proj_b.clone(), replies_b.clone())
+        let b = Arbiter::new(partition, log_b.clone(), shared(&proj_b), replies_b.clone())
             .expect("arbiter B");
         arbiters.push(tokio::spawn(a.run(stopped.clone())));
         arbiters.push(tokio::spawn(b.run(stopped.clone())));
@@ -222,7 +228,7 @@ async fn two_owners(faults: Faults) {
         arbiter.await.expect("joins").expect("arbiter ran cleanly");
     }
     // And both projections hold the same records.
-    let records = |p: &Projection| {
+    let records = |p: &SledStore| {
         p.records()
             .collect::<Result<Vec<_>, _>>()
             .expect("records read")

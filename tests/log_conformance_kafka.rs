@@ -18,6 +18,7 @@ fn options(brokers: &str, topic: &str) -> KafkaOptions {
         partitions: PARTITIONS,
         timeout: Duration::from_secs(10),
         producer_settings: Vec::new(),
+        clock: opledger::clock::SystemClock::shared(),
     }
 }
 

@@ -15,8 +15,9 @@ use crate::core::key::OperationId;
 use crate::core::machine;
 use crate::core::operation::{OpState, OperationRecord};
 use crate::core::outcome::{OutcomeKind, classify};
+use crate::core::partition::PartitionState;
 use crate::log::model::{EventLog, LogError, LogRecord};
-use crate::projection::{Changes, Projection, ProjectionError};
+use crate::projection::{Changes, Position, ProjectionError, QueueChange, SharedStore};
 use replies::{Answer, Replies};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -87,9 +88,9 @@ pub trait Observer: Send + Sync {
 pub struct Arbiter<L: EventLog> {
     partition: u32,
     log: Arc<L>,
-    projection: Projection,
+    projection: SharedStore,
     replies: Arc<Replies>,
-    next: u64,
+    position: Position,
     observer: Option<Arc<dyn Observer>>,
     /// Past catch-up: answers for other nodes are sent on.
     live: bool,
@@ -100,18 +101,18 @@ impl<L: EventLog> Arbiter<L> {
     pub fn new(
         partition: u32,
         log: Arc<L>,
-        projection: Projection,
+        projection: SharedStore,
         replies: Arc<Replies>,
     ) -> Result<Self, ArbiterError> {
-        let next = projection
-            .applied(partition)
+        let position = projection
+            .position(partition)
             .map_err(|source| ArbiterError::Projection { partition, source })?;
         Ok(Self {
             partition,
             log,
             projection,
             replies,
-            next,
+            position,
             observer: None,
             live: false,
         })
@@ -125,14 +126,14 @@ impl<L: EventLog> Arbiter<L> {
 
     /// The next offset this arbiter will apply.
     pub fn next_offset(&self) -> u64 {
-        self.next
+        self.position.next_offset
     }
 
     /// Applies everything durable up to the log's end at the time of the call; `progress` is
     /// called after every batch with the next offset. Used at start-up and by `rebuild`.
     pub async fn catch_up(&mut self, progress: impl FnMut(u64)) -> Result<u64, ArbiterError> {
         self.catch_up_to_end(None, progress).await?;
-        Ok(self.next)
+        Ok(self.position.next_offset)
     }
 
     /// Like [`catch_up`](Self::catch_up), but stops between batches once `stop` turns true;
@@ -155,13 +156,13 @@ impl<L: EventLog> Arbiter<L> {
             .end_offset(partition)
             .await
             .map_err(|source| ArbiterError::Log { partition, source })?;
-        while self.next < end {
+        while self.position.next_offset < end {
             if stop.is_some_and(|s| *s.borrow()) {
                 return Ok(false);
             }
-            let want = APPLY_BATCH_RECORDS_MAX.min((end - self.next) as usize);
+            let want = APPLY_BATCH_RECORDS_MAX.min((end - self.position.next_offset) as usize);
             self.step(want).await?;
-            progress(self.next);
+            progress(self.position.next_offset);
         }
         Ok(true)
     }
@@ -176,7 +177,7 @@ impl<L: EventLog> Arbiter<L> {
             let waited = tokio::select! {
                 biased;
                 _ = stop.wait_for(|s| *s) => return Ok(()),
-                waited = self.log.wait_beyond(partition, self.next) => waited,
+                waited = self.log.wait_beyond(partition, self.position.next_offset) => waited,
             };
             match waited {
                 Ok(()) => self.step(APPLY_BATCH_RECORDS_MAX).await?,
@@ -190,19 +191,18 @@ impl<L: EventLog> Arbiter<L> {
         let partition = self.partition;
         let records = self
             .log
-            .read(partition, self.next, max)
+            .read(partition, self.position.next_offset, max)
             .await
             .map_err(|source| ArbiterError::Log { partition, source })?;
         if records.is_empty() {
             return Ok(());
         }
-        let next = self.next + records.len() as u64;
-        let applied = apply_batch(partition, self.next, &self.projection, &records)?;
+        let applied = apply_batch(partition, self.position, self.projection.as_ref(), &records)?;
         self.projection
-            .commit_grouped(partition, next, applied.changes)
+            .commit(partition, applied.position, applied.changes)
             .await
             .map_err(|source| ArbiterError::Projection { partition, source })?;
-        self.next = next;
+        self.position = applied.position;
         if let Some(observer) = &self.observer
             && !applied.observed.is_empty()
         {
@@ -221,6 +221,7 @@ impl<L: EventLog> Arbiter<L> {
 
 /// What a batch changed: to be committed with the new applied offset, and only then answered.
 struct Applied {
+    position: Position,
     changes: Changes,
     answers: Vec<(ReplyTo, Answer)>,
     observed: Vec<Observed>,
@@ -231,13 +232,15 @@ fn in_queue(record: Option<&OperationRecord>) -> bool {
     record.is_some_and(|r| matches!(r.state, OpState::Manual { .. }))
 }
 
-/// Folds a contiguous batch of records starting at `next`.
+/// Folds a contiguous batch of records starting at `from`.
 fn apply_batch(
     partition: u32,
-    next: u64,
-    projection: &Projection,
+    from: Position,
+    projection: &dyn crate::projection::ProjectionStore,
     records: &[LogRecord],
 ) -> Result<Applied, ArbiterError> {
+    let next = from.next_offset;
+    let mut state: PartitionState = from.state;
     let proj_err = |source| ArbiterError::Projection { partition, source };
     // Records changed by this batch, so later events in the batch see earlier ones.
     let mut changed: HashMap<OperationId, OperationRecord> = HashMap::new();
@@ -262,7 +265,7 @@ fn apply_batch(
         }
         let logged = LoggedEvent {
             offset,
-            at_ms: record.timestamp_ms,
+            at_ms: state.advance(record.timestamp_ms),
             stored_version,
             envelope,
         };
@@ -317,10 +320,18 @@ fn apply_batch(
         .iter()
         .filter_map(|(id, r)| {
             let now = in_queue(Some(r));
-            (queued_before.get(id) != Some(&now)).then_some((*id, now))
+            (queued_before.get(id) != Some(&now)).then_some(QueueChange {
+                id: *id,
+                created_at_ms: r.created_at_ms,
+                queued: now,
+            })
         })
         .collect();
     Ok(Applied {
+        position: Position {
+            next_offset: next + records.len() as u64,
+            state,
+        },
         changes: Changes {
             records: changed.into_values().collect(),
             queue,

@@ -8,7 +8,8 @@ use crate::core::fingerprint::{Category, FINGERPRINT_VERSION, Fingerprint};
 use crate::core::key::{OperationId, ScopedHash};
 use crate::log::embedded::{EmbeddedLog, EmbeddedOptions};
 use crate::log::model::{NewRecord, partition_for};
-use crate::projection::LogIdentity;
+use crate::projection::SharedStore;
+use crate::projection::sled::{LogIdentity, SledStore};
 
 const PARTITIONS: u32 = 2;
 
@@ -31,14 +32,16 @@ impl Fixture {
         }
     }
 
-    fn projection(&self, name: &str) -> Projection {
+    fn projection(&self, name: &str) -> SharedStore {
         let identity = LogIdentity {
             log_id: *self.log.log_id().as_bytes(),
             partitions: PARTITIONS,
         };
-        Projection::open(&self.dir.join(name), 1 << 20, identity)
-            .expect("projection opens")
-            .0
+        Arc::new(
+            SledStore::open(&self.dir.join(name), 1 << 20, identity)
+                .expect("projection opens")
+                .0,
+        )
     }
 
     /// Appends a claim for `key` by `holder`; returns its partition.
@@ -87,7 +90,7 @@ impl Fixture {
     }
 }
 
-async fn caught_up(f: &Fixture, projection: &Projection, partition: u32) -> Arbiter<EmbeddedLog> {
+async fn caught_up(f: &Fixture, projection: &SharedStore, partition: u32) -> Arbiter<EmbeddedLog> {
     let mut a = Arbiter::new(
         partition,
         f.log.clone(),
@@ -114,7 +117,7 @@ async fn given_an_applied_prefix_when_a_new_arbiter_starts_then_it_resumes_and_r
     let second = caught_up(&f, &projection, p).await;
     assert_eq!(second.next_offset(), 2, "resumed at the applied offset");
     assert_eq!(projection.get(&id).expect("reads"), Some(before));
-    assert_eq!(projection.applied(p).expect("reads"), 2);
+    assert_eq!(projection.position(p).expect("reads").next_offset, 2);
 }
 
 #[tokio::test]
@@ -180,7 +183,7 @@ async fn given_an_undecodable_event_when_applied_then_the_arbiter_stops_without_
         "{err}"
     );
     assert_eq!(
-        projection.applied(p).expect("reads"),
+        projection.position(p).expect("reads").next_offset,
         0,
         "the batch was not committed"
     );

@@ -14,7 +14,7 @@ use crate::cluster::Ownership;
 use crate::cluster::directory::{Directory, Peer};
 use crate::core::key::{ClientKey, OperationId, ScopedHash};
 use crate::log::model::{EventLog, partition_for};
-use crate::projection::Projection;
+use crate::projection::SharedStore;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -39,7 +39,7 @@ pub struct Cluster {
     /// Who owns the others.
     pub directory: Arc<Directory>,
     /// This node's projection.
-    pub projection: Projection,
+    pub projection: SharedStore,
     /// Largest accepted body.
     pub body_bytes_max: usize,
     /// HTTP client for forwarding.

@@ -13,3 +13,4 @@ pub mod key;
 pub mod machine;
 pub mod operation;
 pub mod outcome;
+pub mod partition;

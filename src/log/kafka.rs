@@ -10,6 +10,7 @@
 //! forever (it is the source of truth) and stamps records with the broker's append time, so
 //! several producers on one partition still give non-decreasing timestamps.
 
+use crate::clock::SharedClock;
 use crate::log::model::{Appended, EventLog, LogError, LogRecord, NewRecord, Offset};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
@@ -33,6 +34,8 @@ pub struct KafkaOptions {
     pub timeout: Duration,
     /// Extra librdkafka producer settings (tuning); checked by [`check_producer_settings`].
     pub producer_settings: Vec<(String, String)>,
+    /// Stamps records on a topic the broker does not stamp (CreateTime).
+    pub clock: SharedClock,
 }
 
 /// A producer setting that could lose or duplicate an acknowledged event.
@@ -467,7 +470,7 @@ impl KafkaLog {
 
     /// A timestamp for the next record of `partition`: now, but never before the last one.
     fn stamp(&self, partition: u32) -> u64 {
-        let now = crate::log::embedded::system_clock_ms();
+        let now = self.options.clock.now_ms();
         let last = &self.last_ts[partition as usize];
         let mut prev = last.load(Ordering::SeqCst);
         loop {

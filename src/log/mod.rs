@@ -2,7 +2,10 @@
 //! the backends. The log is the source of truth; everything else is derived from it.
 
 pub mod any;
+#[cfg(any(test, feature = "test-support"))]
 pub mod conformance;
 pub mod embedded;
 pub mod kafka;
+#[cfg(any(test, feature = "test-support"))]
+pub mod memory;
 pub mod model;

@@ -7,7 +7,8 @@
 //! Each partition's records still travel with its own applied offset in the same atomic batch,
 //! and each arbiter waits for its commit before it reads again, so it always sees its own writes.
 
-use super::{Changes, ProjectionError, applied_key, encode_record, queue_key, record_key};
+use super::{applied_key, encode_position, encode_record, queue_key, record_key};
+use crate::projection::{Changes, Position, ProjectionError};
 use tokio::sync::{mpsc, oneshot};
 
 /// Queue depth of the committer, in arbiter batches (one per partition is in flight at most).
@@ -15,7 +16,7 @@ const COMMIT_QUEUE_DEPTH: usize = 4096;
 
 struct Commit {
     partition: u32,
-    next_offset: u64,
+    position: Position,
     changes: Changes,
     done: oneshot::Sender<Result<(), ProjectionError>>,
 }
@@ -55,13 +56,13 @@ impl Committer {
     pub(super) async fn commit(
         &self,
         partition: u32,
-        next_offset: u64,
+        position: Position,
         changes: Changes,
     ) -> Result<(), ProjectionError> {
         let (done, applied) = oneshot::channel();
         let commit = Commit {
             partition,
-            next_offset,
+            position,
             changes,
             done,
         };
@@ -89,16 +90,17 @@ fn run(db: sled::Db, mut rx: mpsc::Receiver<Commit>) {
             for record in &c.changes.records {
                 batch.insert(&record_key(&record.id)[..], encode_record(record));
             }
-            for (id, queued) in &c.changes.queue {
-                if *queued {
-                    batch.insert(&queue_key(id)[..], &[][..]);
+            for change in &c.changes.queue {
+                let key = queue_key(c.partition, change);
+                if change.queued {
+                    batch.insert(&key[..], &[][..]);
                 } else {
-                    batch.remove(&queue_key(id)[..]);
+                    batch.remove(&key[..]);
                 }
             }
             batch.insert(
                 &applied_key(c.partition)[..],
-                &c.next_offset.to_be_bytes()[..],
+                &encode_position(&c.position)[..],
             );
         }
         let result = db.apply_batch(batch).map_err(|e| e.to_string());

@@ -43,7 +43,7 @@ fn record(n: u8) -> OperationRecord {
 }
 
 /// Commits through the group committer, as arbiters do.
-fn commit(p: &Projection, partition: u32, next: u64, records: Vec<OperationRecord>) {
+fn commit(p: &SledStore, partition: u32, next: u64, records: Vec<OperationRecord>) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
@@ -51,56 +51,12 @@ fn commit(p: &Projection, partition: u32, next: u64, records: Vec<OperationRecor
         records,
         queue: Vec::new(),
     };
-    rt.block_on(p.commit_grouped(partition, next, changes))
-        .expect("commits");
-}
-
-#[test]
-fn given_queue_changes_when_committed_then_the_queue_lists_exactly_the_queued() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (p, _) = Projection::open(&dir.path().join("p"), 1 << 20, LOG).expect("opens");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("runtime");
-    let (a, b) = (record(1), record(2));
-    let changes = Changes {
-        records: vec![a.clone(), b.clone()],
-        queue: vec![(a.id, true), (b.id, true)],
+    let position = Position {
+        next_offset: next,
+        ..Position::default()
     };
-    rt.block_on(p.commit_grouped(0, 1, changes))
+    rt.block_on(p.commit(partition, position, changes))
         .expect("commits");
-    assert_eq!(p.queue(10).expect("reads").len(), 2);
-    assert_eq!(p.queue(1).expect("reads").len(), 1, "bounded by the limit");
-    let changes = Changes {
-        records: vec![],
-        queue: vec![(a.id, false)],
-    };
-    rt.block_on(p.commit_grouped(0, 2, changes))
-        .expect("commits");
-    assert_eq!(p.queue(10).expect("reads"), vec![b]);
-}
-
-#[test]
-fn given_a_commit_when_reopened_then_records_index_and_applied_offset_are_there() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("projection");
-    {
-        let (p, reset) = Projection::open(&path, 1 << 20, LOG).expect("opens");
-        assert_eq!(reset, Reset::Fresh);
-        assert_eq!(p.applied(2).expect("reads"), 0);
-        commit(&p, 2, 17, vec![record(5), record(3)]);
-        p.close_clean(&path).expect("closes clean");
-    }
-    let (p, reset) = Projection::open(&path, 1 << 20, LOG).expect("reopens");
-    assert_eq!(reset, Reset::None);
-    assert_eq!(p.applied(2).expect("reads"), 17);
-    assert_eq!(p.applied(1).expect("reads"), 0);
-    let r = record(5);
-    assert_eq!(p.get(&r.id).expect("reads"), Some(r.clone()));
-    let order: Vec<OperationId> = p.records().map(|r| r.expect("decodes").id).collect();
-    let mut sorted = vec![record(3).id, record(5).id];
-    sorted.sort();
-    assert_eq!(order, sorted, "records iterate in operation id order");
 }
 
 #[test]
@@ -108,7 +64,7 @@ fn given_a_projection_of_another_log_when_opened_then_it_is_moved_aside_and_empt
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("projection");
     {
-        let (p, _) = Projection::open(&path, 1 << 20, LOG).expect("opens");
+        let (p, _) = SledStore::open(&path, 1 << 20, LOG).expect("opens");
         commit(&p, 0, 1, vec![record(1)]);
         p.close_clean(&path).expect("closes clean");
     }
@@ -116,12 +72,12 @@ fn given_a_projection_of_another_log_when_opened_then_it_is_moved_aside_and_empt
         log_id: [2; 16],
         ..LOG
     };
-    let (p, reset) = Projection::open(&path, 1 << 20, other).expect("opens");
+    let (p, reset) = SledStore::open(&path, 1 << 20, other).expect("opens");
     assert!(
         matches!(&reset, Reset::Rebuilt { reason } if reason.contains("another log")),
         "{reset:?}"
     );
-    assert_eq!(p.applied(0).expect("reads"), 0);
+    assert_eq!(p.position(0).expect("reads").next_offset, 0);
     assert_eq!(p.get(&record(1).id).expect("reads"), None);
     let aside = std::fs::read_dir(dir.path())
         .expect("lists")
@@ -136,28 +92,28 @@ fn given_a_projection_left_by_a_crash_when_opened_then_it_is_not_trusted() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("projection");
     {
-        let (p, _) = Projection::open(&path, 1 << 20, LOG).expect("opens");
+        let (p, _) = SledStore::open(&path, 1 << 20, LOG).expect("opens");
         commit(&p, 0, 1, vec![record(1)]);
-        p.flush()
+        p.flush_now()
             .expect("flushed, but never closed clean: as after kill -9");
     }
-    let (p, reset) = Projection::open(&path, 1 << 20, LOG).expect("opens");
+    let (p, reset) = SledStore::open(&path, 1 << 20, LOG).expect("opens");
     assert!(
         matches!(&reset, Reset::Rebuilt { reason } if reason.contains("did not stop cleanly")),
         "{reset:?}"
     );
     assert_eq!(
-        p.applied(0).expect("reads"),
+        p.position(0).expect("reads").next_offset,
         0,
         "to be rebuilt from the log"
     );
     p.close_clean(&path).expect("closes clean");
     drop(p);
     // Opening consumes the marker: a crash during this run is again not trusted.
-    let (p, reset) = Projection::open(&path, 1 << 20, LOG).expect("opens");
+    let (p, reset) = SledStore::open(&path, 1 << 20, LOG).expect("opens");
     assert_eq!(reset, Reset::None);
     drop(p);
-    let (_, reset) = Projection::open(&path, 1 << 20, LOG).expect("opens");
+    let (_, reset) = SledStore::open(&path, 1 << 20, LOG).expect("opens");
     assert!(matches!(reset, Reset::Rebuilt { .. }), "{reset:?}");
 }
 
@@ -166,12 +122,12 @@ fn given_a_projection_of_an_older_record_format_when_opened_then_it_is_rebuilt()
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("projection");
     {
-        let (p, _) = Projection::open(&path, 1 << 20, LOG).expect("opens");
+        let (p, _) = SledStore::open(&path, 1 << 20, LOG).expect("opens");
         p.db.insert(META_FORMAT, &1u16.to_le_bytes()[..])
             .expect("writes");
         p.close_clean(&path).expect("closes clean");
     }
-    let (_, reset) = Projection::open(&path, 1 << 20, LOG).expect("opens");
+    let (_, reset) = SledStore::open(&path, 1 << 20, LOG).expect("opens");
     assert!(
         matches!(&reset, Reset::Rebuilt { reason } if reason.contains("format")),
         "{reset:?}"
@@ -185,7 +141,7 @@ fn given_garbage_where_the_projection_should_be_when_opened_then_it_is_rebuilt()
     std::fs::create_dir_all(&path).expect("mkdir");
     std::fs::write(path.join("conf"), b"\xff\xfe not sled").expect("writes");
     std::fs::write(path.join("db"), b"\x00\x01garbage").expect("writes");
-    let (p, reset) = Projection::open(&path, 1 << 20, LOG).expect("opens");
+    let (p, reset) = SledStore::open(&path, 1 << 20, LOG).expect("opens");
     assert!(matches!(reset, Reset::Rebuilt { .. }), "{reset:?}");
     commit(&p, 0, 1, vec![record(1)]);
 }
@@ -193,7 +149,7 @@ fn given_garbage_where_the_projection_should_be_when_opened_then_it_is_rebuilt()
 #[test]
 fn given_a_corrupt_record_when_read_then_a_typed_error_names_the_operation() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (p, _) = Projection::open(&dir.path().join("p"), 1 << 20, LOG).expect("opens");
+    let (p, _) = SledStore::open(&dir.path().join("p"), 1 << 20, LOG).expect("opens");
     let r = record(4);
     p.db.insert(record_key(&r.id), &b"\x01\x00\xff\xff"[..])
         .expect("inserts");

@@ -37,11 +37,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+use crate::clock::{SharedClock, SystemClock};
 use crate::log::model::{Appended, EventLog, LogError, LogRecord, NewRecord, Offset};
 
 use self::meta::{Meta, io_err};
@@ -53,17 +53,6 @@ use self::writer::{Request, Writer, WriterConfig};
 const LOCK_FILE: &str = "log.lock";
 /// Upper bound on the partition count (directory names stay short).
 const PARTITIONS_MAX: u32 = 4096;
-
-/// Clock used to timestamp records: milliseconds since the Unix epoch.
-pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
-
-/// The system wall clock in ms since the Unix epoch (0 if the clock is before 1970).
-pub fn system_clock_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
 
 /// Options of the embedded log. Start from [`EmbeddedOptions::new`] and override fields.
 #[derive(Clone)]
@@ -96,8 +85,10 @@ pub struct EmbeddedOptions {
     /// another), which is what raises throughput on storage where fsync latency dominates.
     /// Default: `partitions` (every partition its own thread: the most fsyncs in flight).
     pub writer_threads: u32,
-    /// Clock for record timestamps (ms since the epoch). Default: system time.
-    pub clock: Clock,
+    /// Clock for record timestamps (ms since the epoch). Default: the system clock. A clock
+    /// that goes back (the system clock stepped back across a restart) never makes a
+    /// timestamp go back: a partition's next timestamp is at least its last.
+    pub clock: SharedClock,
 }
 
 impl EmbeddedOptions {
@@ -114,7 +105,7 @@ impl EmbeddedOptions {
             index_interval_records: 1024,
             queue_depth: 1024,
             writer_threads: default_writer_threads(partitions),
-            clock: Arc::new(system_clock_ms),
+            clock: SystemClock::shared(),
         }
     }
 

@@ -27,7 +27,7 @@ use std::io;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::log::embedded::Clock;
+use crate::clock::SharedClock;
 use crate::log::embedded::frame;
 use crate::log::embedded::partition_writer::{PartitionWriter, Written};
 use crate::log::model::{Appended, LogError, NewRecord};
@@ -61,7 +61,7 @@ pub(crate) struct WriterConfig {
     pub batch_bytes_max: usize,
     pub index_interval: u64,
     pub cache_enabled: bool,
-    pub clock: Clock,
+    pub clock: SharedClock,
 }
 
 /// One writer thread's state.
@@ -145,7 +145,7 @@ impl Writer {
 
     /// Writes, syncs, publishes and answers the round collected in `groups`.
     fn process_round(&mut self) {
-        let now_ms = (self.cfg.clock)();
+        let now_ms = self.cfg.clock.now_ms();
         // 1. One write per touched partition.
         let mut written: Vec<(usize, Written)> = Vec::new();
         for slot in 0..self.groups.len() {

@@ -1,56 +1,21 @@
-//! The external status client: asks a tool's `status_url` about an operation and interprets
-//! the answer by the status-query protocol (ARCHITECTURE.md). The interpretation is a pure
-//! function; the HTTP call is the only I/O, with the caller's bounded timeout.
+//! What a status answer means, by the status-query protocol: a pure function from the HTTP
+//! status, the `Retry-After` header and the body to [`Evidence`]. Every [`StatusClient`]
+//! (super::StatusClient) ends here, so the protocol is read in one place.
+//!
+//! | answer | evidence |
+//! |---|---|
+//! | 200 `{"state":"succeeded","resource_ref","fields"?,"version"?}` | `Found` (fields compared by category) |
+//! | 200 `{"state":"failed","code"}` | `Failed` |
+//! | 404 | `Absent`: never accepted |
+//! | 429 with `Retry-After` | `Inconclusive("rate_limited")`, ask again after it |
+//! | anything else, or no answer in time | `Inconclusive` with a reason code |
 
-use crate::core::contract::ToolContract;
 use crate::core::event::{BusinessResult, Evidence};
 use crate::core::fingerprint::{FingerprintSpec, fingerprint_v1};
-use crate::core::key::OperationId;
 use std::collections::BTreeMap;
 
 /// The result header that carries the resource version a status answer reported.
 pub const VERSION_HEADER: &str = "x-resource-version";
-
-/// Asks the external system; every failure to learn something is `Inconclusive`.
-pub async fn query(
-    client: &reqwest::Client,
-    url_template: &str,
-    id: &OperationId,
-    contract: &ToolContract,
-) -> Evidence {
-    let url = url_template.replace("{operation_id}", &id.to_string());
-    let response = match client.get(&url).send().await {
-        Ok(r) => r,
-        Err(e) => {
-            let reason = if e.is_timeout() {
-                "timeout"
-            } else {
-                "unreachable"
-            };
-            return inconclusive(reason, None);
-        }
-    };
-    let status = response.status().as_u16();
-    let retry_after = response
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let mut response = response;
-    let mut body = Vec::new();
-    loop {
-        match response.chunk().await {
-            Ok(Some(chunk)) if body.len() + chunk.len() <= STATUS_BODY_BYTES_MAX => {
-                body.extend_from_slice(&chunk);
-            }
-            // An answer this large is not a status answer; read no further.
-            Ok(Some(_)) => return inconclusive("answer_too_large", None),
-            Ok(None) => break,
-            Err(_) => return inconclusive("body_unreadable", None),
-        }
-    }
-    interpret(status, retry_after.as_deref(), &body, &contract.fingerprint)
-}
 
 /// Largest status answer read, in bytes.
 pub const STATUS_BODY_BYTES_MAX: usize = 64 * 1024;
@@ -66,7 +31,7 @@ pub fn inconclusive(reason: &str, retry_after_ms: Option<u64>) -> Evidence {
 /// Longest `Retry-After` honoured: an hour.
 const RETRY_AFTER_MS_MAX: u64 = 3_600_000;
 
-/// Interprets a status answer by the protocol in ARCHITECTURE.md. Pure.
+/// Interprets a status answer by the protocol. Pure.
 pub fn interpret(
     status: u16,
     retry_after: Option<&str>,

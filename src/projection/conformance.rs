@@ -1,0 +1,228 @@
+//! The conformance suite every [`ProjectionStore`] passes. Each check takes a factory of fresh,
+//! empty stores; [`check_restart`] takes one that opens the *same* storage on every call (the
+//! previous handle is dropped first, after `close` has been called on it).
+
+use super::{Changes, Position, ProjectionStore, QueueChange};
+use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
+use crate::core::fingerprint::{FINGERPRINT_VERSION, Fingerprint};
+use crate::core::key::{OperationId, ScopedHash};
+use crate::core::operation::{OpState, OperationRecord};
+use crate::core::partition::PartitionState;
+
+/// A record of operation `n`, created at `n` ms, at `version`.
+pub fn record(n: u8, version: u64) -> OperationRecord {
+    let scope = ScopedHash([n; 32]);
+    OperationRecord {
+        id: OperationId::for_scope(&scope),
+        scope,
+        principal: "agent-a".into(),
+        tool: "t".into(),
+        fingerprint: Fingerprint {
+            version: FINGERPRINT_VERSION,
+            parts: vec![],
+        },
+        parent: None,
+        compensation_of: None,
+        terms: ContractTerms {
+            class: ToolClass::Keyed,
+            loss: LossLevel::High,
+            lease_ms: 1,
+            retention_ms: 1,
+            queryable: false,
+            accept_unknown_risk: false,
+        },
+        state: OpState::Processing {
+            lease_expires_at_ms: 9,
+        },
+        version,
+        holder: "w".into(),
+        executions: 1,
+        created_at_ms: u64::from(n),
+        updated_at_ms: u64::from(n),
+        recovery: Default::default(),
+    }
+}
+
+fn position(next_offset: u64) -> Position {
+    Position {
+        next_offset,
+        state: PartitionState {
+            last_at_ms: next_offset * 10,
+            owner_since_ms: next_offset * 5,
+        },
+    }
+}
+
+fn queued(r: &OperationRecord, queued: bool) -> QueueChange {
+    QueueChange {
+        id: r.id,
+        created_at_ms: r.created_at_ms,
+        queued,
+    }
+}
+
+async fn commit(
+    store: &dyn ProjectionStore,
+    partition: u32,
+    next: u64,
+    records: Vec<OperationRecord>,
+    queue: Vec<QueueChange>,
+) {
+    store
+        .commit(partition, position(next), Changes { records, queue })
+        .await
+        .expect("commits");
+}
+
+/// Runs every check that needs fresh stores.
+pub async fn run_all<S: ProjectionStore>(fresh: impl Fn() -> S) {
+    check_fresh(&fresh());
+    check_commit_and_read(&fresh()).await;
+    check_queue(&fresh()).await;
+    check_concurrent_partitions(fresh()).await;
+}
+
+/// A fresh store has no records, no queue, and every partition at the start.
+pub fn check_fresh(store: &dyn ProjectionStore) {
+    assert_eq!(store.get(&record(1, 1).id).expect("reads"), None);
+    assert_eq!(store.position(3).expect("reads"), Position::default());
+    assert_eq!(store.queue(0, 10, 100).expect("reads").total, 0);
+    assert_eq!(store.records().count(), 0);
+}
+
+/// A commit's records and position are read back; a later commit replaces records; records
+/// iterate in id order; other partitions' positions are untouched.
+pub async fn check_commit_and_read(store: &dyn ProjectionStore) {
+    commit(store, 2, 17, vec![record(5, 1), record(3, 1)], vec![]).await;
+    assert_eq!(store.position(2).expect("reads"), position(17));
+    assert_eq!(store.position(1).expect("reads"), Position::default());
+    assert_eq!(
+        store.get(&record(5, 1).id).expect("reads"),
+        Some(record(5, 1))
+    );
+    commit(store, 2, 18, vec![record(5, 2)], vec![]).await;
+    assert_eq!(
+        store.get(&record(5, 1).id).expect("reads"),
+        Some(record(5, 2))
+    );
+    let order: Vec<OperationId> = store.records().map(|r| r.expect("decodes").id).collect();
+    let mut sorted = vec![record(3, 1).id, record(5, 1).id];
+    sorted.sort();
+    assert_eq!(order, sorted, "records iterate in operation id order");
+    store.flush().expect("flushes");
+}
+
+/// The queue of a partition lists what is queued, oldest request first, bounded by the limit,
+/// with its length counted up to the cap; partitions' queues are separate.
+pub async fn check_queue(store: &dyn ProjectionStore) {
+    let (a, b, c, d) = (record(9, 1), record(2, 1), record(7, 1), record(4, 1));
+    commit(
+        store,
+        0,
+        1,
+        vec![a.clone(), b.clone(), c.clone()],
+        vec![queued(&a, true), queued(&b, true), queued(&c, true)],
+    )
+    .await;
+    commit(store, 1, 1, vec![d.clone()], vec![queued(&d, true)]).await;
+    let slice = store.queue(0, 10, 100).expect("reads");
+    assert_eq!(
+        slice.items,
+        vec![b.clone(), c.clone(), a.clone()],
+        "oldest first"
+    );
+    assert_eq!(slice.total, 3);
+    let slice = store.queue(0, 1, 100).expect("reads");
+    assert_eq!(slice.items, vec![b.clone()], "bounded by the limit");
+    assert_eq!(slice.total, 3, "counted past the limit");
+    assert_eq!(
+        store.queue(0, 10, 2).expect("reads").total,
+        2,
+        "counted up to the cap"
+    );
+    commit(store, 0, 2, vec![], vec![queued(&b, false)]).await;
+    assert_eq!(store.queue(0, 10, 100).expect("reads").items, vec![c, a]);
+    assert_eq!(store.queue(1, 10, 100).expect("reads").items, vec![d]);
+    assert_eq!(store.queue(2, 10, 100).expect("reads").total, 0);
+}
+
+/// Commits of different partitions at once all land, each with its own position.
+pub async fn check_concurrent_partitions<S: ProjectionStore>(store: S) {
+    let store = std::sync::Arc::new(store);
+    let mut tasks = Vec::new();
+    for partition in 0..4u32 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            for step in 1..=20u64 {
+                let n = (partition * 20 + step as u32) as u8;
+                commit(
+                    store.as_ref(),
+                    partition,
+                    step,
+                    vec![record(n, step)],
+                    vec![],
+                )
+                .await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("commits");
+    }
+    for partition in 0..4u32 {
+        assert_eq!(store.position(partition).expect("reads"), position(20));
+    }
+    assert_eq!(store.records().count(), 80);
+}
+
+/// What was committed is there after a restart.
+pub async fn check_restart<S: ProjectionStore>(open: impl Fn() -> S, close: impl Fn(&S)) {
+    let store = open();
+    let a = record(1, 3);
+    commit(&store, 1, 9, vec![a.clone()], vec![queued(&a, true)]).await;
+    close(&store);
+    drop(store);
+    let store = open();
+    assert_eq!(store.position(1).expect("reads"), position(9));
+    assert_eq!(store.get(&a.id).expect("reads"), Some(a.clone()));
+    assert_eq!(store.queue(1, 10, 10).expect("reads").items, vec![a]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::projection::memory::MemoryStore;
+    use crate::projection::sled::{LogIdentity, SledStore};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const LOG: LogIdentity = LogIdentity {
+        log_id: [1; 16],
+        partitions: 4,
+    };
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_memory_store_passes_the_conformance_suite() {
+        run_all(MemoryStore::new).await;
+        let storage = MemoryStore::new();
+        check_restart(|| storage.reopen(), |_| {}).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_sled_store_passes_the_conformance_suite() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let n = AtomicUsize::new(0);
+        run_all(|| {
+            let path = dir
+                .path()
+                .join(format!("p{}", n.fetch_add(1, Ordering::SeqCst)));
+            SledStore::open(&path, 1 << 20, LOG).expect("opens").0
+        })
+        .await;
+        let path = dir.path().join("restart");
+        check_restart(
+            || SledStore::open(&path, 1 << 20, LOG).expect("opens").0,
+            |s| s.close_clean(&path).expect("closes clean"),
+        )
+        .await;
+    }
+}

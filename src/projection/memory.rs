@@ -1,0 +1,112 @@
+//! An in-memory [`ProjectionStore`] for tests and simulations (`test-support` feature). It
+//! passes the same conformance suite as the sled store; "restart" is a new handle on the same
+//! maps ([`MemoryStore::reopen`]).
+
+use super::{Changes, Position, ProjectionError, ProjectionStore, QueueSlice};
+use crate::core::key::OperationId;
+use crate::core::operation::OperationRecord;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+#[derive(Default)]
+struct Maps {
+    records: BTreeMap<OperationId, OperationRecord>,
+    positions: HashMap<u32, Position>,
+    /// (partition, request time, id).
+    queue: BTreeSet<(u32, u64, OperationId)>,
+}
+
+/// A projection store in memory.
+#[derive(Clone, Default)]
+pub struct MemoryStore {
+    maps: Arc<Mutex<Maps>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A new handle on the same maps: what a restarted process would find.
+    pub fn reopen(&self) -> Self {
+        self.clone()
+    }
+
+    fn maps(&self) -> std::sync::MutexGuard<'_, Maps> {
+        self.maps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl ProjectionStore for MemoryStore {
+    fn get(&self, id: &OperationId) -> Result<Option<OperationRecord>, ProjectionError> {
+        Ok(self.maps().records.get(id).cloned())
+    }
+
+    fn position(&self, partition: u32) -> Result<Position, ProjectionError> {
+        Ok(self
+            .maps()
+            .positions
+            .get(&partition)
+            .copied()
+            .unwrap_or_default())
+    }
+
+    fn commit(
+        &self,
+        partition: u32,
+        position: Position,
+        changes: Changes,
+    ) -> crate::BoxFuture<'_, Result<(), ProjectionError>> {
+        // One lock over the whole batch: readers see all of it or none of it.
+        let mut maps = self.maps();
+        for record in changes.records {
+            maps.records.insert(record.id, record);
+        }
+        for change in changes.queue {
+            let entry = (partition, change.created_at_ms, change.id);
+            if change.queued {
+                maps.queue.insert(entry);
+            } else {
+                maps.queue.remove(&entry);
+            }
+        }
+        maps.positions.insert(partition, position);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn queue(
+        &self,
+        partition: u32,
+        limit: usize,
+        count_max: usize,
+    ) -> Result<QueueSlice, ProjectionError> {
+        let maps = self.maps();
+        let entries = maps
+            .queue
+            .range((partition, 0, OperationId([0; 16]))..)
+            .take_while(|(p, _, _)| *p == partition)
+            .take(count_max);
+        let mut slice = QueueSlice::default();
+        for (_, _, id) in entries {
+            slice.total += 1;
+            if slice.items.len() < limit
+                && let Some(record) = maps.records.get(id)
+            {
+                slice.items.push(record.clone());
+            }
+        }
+        Ok(slice)
+    }
+
+    fn records(
+        &self,
+    ) -> Box<dyn Iterator<Item = Result<OperationRecord, ProjectionError>> + Send + '_> {
+        let all: Vec<OperationRecord> = self.maps().records.values().cloned().collect();
+        Box::new(all.into_iter().map(Ok))
+    }
+
+    fn flush(&self) -> Result<(), ProjectionError> {
+        Ok(())
+    }
+}

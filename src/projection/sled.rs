@@ -1,0 +1,445 @@
+//! The sled projection store: operation records on disk, derived from the log and rebuildable
+//! from it.
+//!
+//! One sled tree holds everything, under one-byte key prefixes, so that a batch of records and the
+//! partition's position are written in one atomic `apply_batch`. Records are keyed by operation
+//! id: claims (which know the scope, hence the id) and reads by id find a record with one
+//! lookup, and a new operation costs one insert — sled's insert is the most expensive step of a
+//! claim, so there is no second index.
+//!
+//! | key                                                  | value                                   |
+//! |------------------------------------------------------|-----------------------------------------|
+//! | `o` + operation id (16)                              | record format (u16 LE) + bincode record |
+//! | `a` + partition (u32 BE)                             | next offset, last time, owner since (3 × u64 BE) |
+//! | `q` + partition (u32 BE) + created (u64 BE) + id (16) | empty: in the operator queue (manual), oldest first |
+//! | `m` + name                                           | metadata: format, log id, partitions    |
+//!
+//! sled 0.34 is beta software with corruption reports after `kill -9`; nothing here is the source
+//! of truth. A projection that cannot be opened, or whose metadata does not match the log, is moved
+//! aside and rebuilt by re-applying the log from offset 0.
+
+#[path = "committer.rs"]
+mod committer;
+
+use super::{Changes, Position, ProjectionError, ProjectionStore, QueueChange, QueueSlice};
+use crate::core::key::OperationId;
+use crate::core::operation::OperationRecord;
+use crate::core::partition::PartitionState;
+use committer::Committer;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Version of the stored record layout. Bump it when [`OperationRecord`] changes shape: a
+/// projection of another format is rebuilt from the log (older events are upcast on the way).
+/// 2: `Manual` carries the operator who took it over; the operator-queue index exists.
+/// 3: records carry their recovery bookkeeping.
+/// 4: records name the operation they compensate.
+/// 5: the queue index is ordered by partition and request time; positions carry the
+///    partition's fold state.
+pub const PROJECTION_FORMAT: u16 = 5;
+
+const PREFIX_RECORD: u8 = b'o';
+const PREFIX_QUEUE: u8 = b'q';
+const PREFIX_APPLIED: u8 = b'a';
+const META_FORMAT: &[u8] = b"mformat";
+const META_LOG_ID: &[u8] = b"mlog_id";
+const META_PARTITIONS: &[u8] = b"mpartitions";
+
+/// Why a projection was rebuilt at open instead of resumed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reset {
+    /// Opened as it was; arbiters resume from their applied offsets.
+    None,
+    /// Created for the first time.
+    Fresh,
+    /// Moved aside and recreated; arbiters re-apply the whole log.
+    Rebuilt {
+        /// What failed the integrity check.
+        reason: String,
+    },
+}
+
+/// The log a projection must belong to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogIdentity {
+    /// The log's unique id.
+    pub log_id: [u8; 16],
+    /// Its partition count.
+    pub partitions: u32,
+}
+
+/// The sled-backed projection store.
+#[derive(Clone)]
+pub struct SledStore {
+    db: sled::Db,
+    committer: Arc<Committer>,
+}
+
+impl SledStore {
+    /// Opens the projection in `dir`, checking that it belongs to `log`, has the current format,
+    /// and was closed cleanly by the previous run. Anything that fails is moved aside (never
+    /// deleted) and recreated empty, for the arbiters to rebuild from the log.
+    ///
+    /// A projection left by a crash is not trusted: sled 0.34 has corruption reports after
+    /// `kill -9`, and a lost or stale record would make the arbiter decide from the wrong state.
+    /// Until projections have verified checkpoints, a crash therefore costs a full rebuild.
+    pub fn open(
+        dir: &Path,
+        cache_bytes: u64,
+        log: LogIdentity,
+    ) -> Result<(Self, Reset), ProjectionError> {
+        let marker = clean_marker(dir);
+        let reason = if !dir.exists() {
+            let db = open_db(dir, cache_bytes)?;
+            write_meta(&db, log)?;
+            forget_clean(&marker)?;
+            return Ok((Self::with(db)?, Reset::Fresh));
+        } else if !marker.exists() {
+            "the previous run did not stop cleanly, and sled 0.34 is not trusted after a crash"
+                .to_owned()
+        } else {
+            match open_db(dir, cache_bytes) {
+                Ok(db) => match check_meta(&db, log) {
+                    Ok(true) => {
+                        // From here until a clean stop, a crash must lead to a rebuild.
+                        forget_clean(&marker)?;
+                        return Ok((Self::with(db)?, Reset::None));
+                    }
+                    Ok(false) => "it has no metadata".to_owned(),
+                    Err(mismatch) => mismatch,
+                },
+                Err(e) => format!("it cannot be opened: {e}"),
+            }
+        };
+        move_aside(dir)?;
+        let db = open_db(dir, cache_bytes)?;
+        write_meta(&db, log)?;
+        forget_clean(&marker)?;
+        Ok((Self::with(db)?, Reset::Rebuilt { reason }))
+    }
+
+    /// Flushes the projection and records that it is consistent with its applied offsets, so the
+    /// next open trusts it. Call only after every arbiter stopped without error.
+    pub fn close_clean(&self, dir: &Path) -> Result<(), ProjectionError> {
+        self.db.flush()?;
+        let marker = clean_marker(dir);
+        let io = |source| ProjectionError::Marker {
+            path: marker.clone(),
+            source,
+        };
+        std::fs::File::create(&marker)
+            .and_then(|f| f.sync_all())
+            .map_err(io)?;
+        sync_parent(&marker).map_err(io)
+    }
+
+    fn with(db: sled::Db) -> Result<Self, ProjectionError> {
+        let committer = Arc::new(Committer::start(db.clone())?);
+        Ok(Self { db, committer })
+    }
+
+    /// Discards the projection (moved aside) and starts an empty one: `opledger rebuild`.
+    pub fn reset(dir: &Path, cache_bytes: u64, log: LogIdentity) -> Result<Self, ProjectionError> {
+        forget_clean(&clean_marker(dir))?;
+        if dir.exists() {
+            move_aside(dir)?;
+        }
+        let db = open_db(dir, cache_bytes)?;
+        write_meta(&db, log)?;
+        Self::with(db)
+    }
+
+    /// Up to `limit` records after `after` (from the start when `None`), in id order: a cursor
+    /// for consumers that sweep the projection in bounded slices.
+    pub fn records_after(
+        &self,
+        after: Option<OperationId>,
+        limit: usize,
+    ) -> Result<Vec<OperationRecord>, ProjectionError> {
+        // The key right after `after` is `after` with a 0 byte appended.
+        let start = match after {
+            Some(id) => {
+                let mut key = record_key(&id).to_vec();
+                key.push(0);
+                key
+            }
+            None => vec![PREFIX_RECORD],
+        };
+        let end = vec![PREFIX_RECORD + 1];
+        self.db
+            .range(start..end)
+            .take(limit)
+            .map(|item| {
+                let (key, value) = item?;
+                decode_record(&value, || format!("key {}", hex::encode(&key[1..])))
+            })
+            .collect()
+    }
+
+    /// Flushes sled to disk (on shutdown, so the next start has less to re-apply).
+    pub fn flush_now(&self) -> Result<(), ProjectionError> {
+        self.db.flush()?;
+        Ok(())
+    }
+}
+
+impl ProjectionStore for SledStore {
+    fn get(&self, id: &OperationId) -> Result<Option<OperationRecord>, ProjectionError> {
+        match self.db.get(record_key(id))? {
+            Some(bytes) => decode_record(&bytes, || format!("operation {id}")).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn position(&self, partition: u32) -> Result<Position, ProjectionError> {
+        match self.db.get(applied_key(partition))? {
+            Some(bytes) => decode_position(&bytes).ok_or_else(|| ProjectionError::Corrupt {
+                what: format!("position of partition {partition}"),
+                reason: "not 24 bytes".into(),
+            }),
+            None => Ok(Position::default()),
+        }
+    }
+
+    /// Grouped with other partitions' commits into one sled batch (see `committer.rs`). Not
+    /// flushed: the log is durable, and a lost batch is re-applied from the log on restart.
+    fn commit(
+        &self,
+        partition: u32,
+        position: Position,
+        changes: Changes,
+    ) -> crate::BoxFuture<'_, Result<(), ProjectionError>> {
+        Box::pin(self.committer.commit(partition, position, changes))
+    }
+
+    fn queue(
+        &self,
+        partition: u32,
+        limit: usize,
+        count_max: usize,
+    ) -> Result<QueueSlice, ProjectionError> {
+        let mut slice = QueueSlice::default();
+        for item in self.db.scan_prefix(queue_prefix(partition)).take(count_max) {
+            let (key, _) = item?;
+            slice.total += 1;
+            if slice.items.len() >= limit {
+                continue;
+            }
+            let id = key
+                .get(13..29)
+                .and_then(|b| <[u8; 16]>::try_from(b).ok())
+                .ok_or_else(|| ProjectionError::Corrupt {
+                    what: format!("operator queue of partition {partition}"),
+                    reason: "queue key does not end in an operation id".into(),
+                })?;
+            if let Some(record) = self.get(&OperationId(id))? {
+                slice.items.push(record);
+            }
+        }
+        Ok(slice)
+    }
+
+    fn records(
+        &self,
+    ) -> Box<dyn Iterator<Item = Result<OperationRecord, ProjectionError>> + Send + '_> {
+        Box::new(self.db.scan_prefix([PREFIX_RECORD]).map(|item| {
+            let (key, value) = item?;
+            decode_record(&value, || format!("key {}", hex::encode(&key[1..])))
+        }))
+    }
+
+    fn flush(&self) -> Result<(), ProjectionError> {
+        self.flush_now()
+    }
+}
+
+/// `<dir>.clean`: present only between a clean stop and the next open.
+fn clean_marker(dir: &Path) -> PathBuf {
+    let mut name = dir.as_os_str().to_owned();
+    name.push(".clean");
+    PathBuf::from(name)
+}
+
+fn forget_clean(marker: &Path) -> Result<(), ProjectionError> {
+    let io = |source| ProjectionError::Marker {
+        path: marker.to_owned(),
+        source,
+    };
+    match std::fs::remove_file(marker) {
+        Ok(()) => sync_parent(marker).map_err(io),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(e)),
+    }
+}
+
+fn sync_parent(path: &Path) -> std::io::Result<()> {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => std::fs::File::open(parent)?.sync_all(),
+        _ => Ok(()),
+    }
+}
+
+/// How long an open waits for sled to release its file lock after the previous handle in this
+/// process was dropped.
+const LOCK_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, sled::Error> {
+    let open = || {
+        sled::Config::new()
+            .path(dir)
+            .cache_capacity(cache_bytes)
+            .flush_every_ms(Some(1_000))
+            .open()
+    };
+    // sled releases its file lock from its flusher thread some time after the last handle is
+    // dropped, so an in-process reopen (rebuild, tests) may briefly find it still held. Another
+    // process holding it keeps it for good, and that error is returned after the wait.
+    let deadline = std::time::Instant::now() + LOCK_RELEASE_WAIT;
+    loop {
+        match open() {
+            // sled reports it as ErrorKind::Other with this message (sled 0.34 config.rs).
+            Err(sled::Error::Io(e))
+                if e.to_string().starts_with("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// `Ok(true)`: matches; `Ok(false)`: no metadata yet; `Err(reason)`: belongs elsewhere.
+fn check_meta(db: &sled::Db, log: LogIdentity) -> Result<bool, String> {
+    let get = |k: &[u8]| {
+        db.get(k)
+            .map_err(|e| format!("its metadata cannot be read: {e}"))
+    };
+    let (Some(format), Some(log_id), Some(partitions)) =
+        (get(META_FORMAT)?, get(META_LOG_ID)?, get(META_PARTITIONS)?)
+    else {
+        return Ok(false);
+    };
+    if format.as_ref() != PROJECTION_FORMAT.to_le_bytes() {
+        return Err(format!(
+            "its record format is {:?}, this build writes {PROJECTION_FORMAT}",
+            format.as_ref()
+        ));
+    }
+    if log_id.as_ref() != log.log_id {
+        return Err("it was built from another log".into());
+    }
+    if partitions.as_ref() != log.partitions.to_le_bytes() {
+        return Err("it was built for another partition count".into());
+    }
+    Ok(true)
+}
+
+fn write_meta(db: &sled::Db, log: LogIdentity) -> Result<(), ProjectionError> {
+    let mut batch = sled::Batch::default();
+    batch.insert(META_FORMAT, &PROJECTION_FORMAT.to_le_bytes()[..]);
+    batch.insert(META_LOG_ID, &log.log_id[..]);
+    batch.insert(META_PARTITIONS, &log.partitions.to_le_bytes()[..]);
+    db.apply_batch(batch)?;
+    db.flush()?;
+    Ok(())
+}
+
+fn move_aside(dir: &Path) -> Result<(), ProjectionError> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let mut aside = dir.as_os_str().to_owned();
+    aside.push(format!(".broken-{stamp}"));
+    std::fs::rename(dir, &aside).map_err(|source| ProjectionError::MoveAside {
+        path: dir.to_owned(),
+        source,
+    })
+}
+
+pub(crate) fn record_key(id: &OperationId) -> [u8; 17] {
+    let mut key = [0u8; 17];
+    key[0] = PREFIX_RECORD;
+    key[1..].copy_from_slice(&id.0);
+    key
+}
+
+fn queue_prefix(partition: u32) -> [u8; 5] {
+    let mut key = [0u8; 5];
+    key[0] = PREFIX_QUEUE;
+    key[1..].copy_from_slice(&partition.to_be_bytes());
+    key
+}
+
+pub(crate) fn queue_key(partition: u32, change: &QueueChange) -> [u8; 29] {
+    let mut key = [0u8; 29];
+    key[..5].copy_from_slice(&queue_prefix(partition));
+    key[5..13].copy_from_slice(&change.created_at_ms.to_be_bytes());
+    key[13..].copy_from_slice(&change.id.0);
+    key
+}
+
+pub(crate) fn encode_position(position: &Position) -> [u8; 24] {
+    let mut value = [0u8; 24];
+    value[..8].copy_from_slice(&position.next_offset.to_be_bytes());
+    value[8..16].copy_from_slice(&position.state.last_at_ms.to_be_bytes());
+    value[16..].copy_from_slice(&position.state.owner_since_ms.to_be_bytes());
+    value
+}
+
+fn decode_position(bytes: &[u8]) -> Option<Position> {
+    let word = |i: usize| {
+        bytes
+            .get(i * 8..i * 8 + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_be_bytes)
+    };
+    (bytes.len() == 24).then_some(())?;
+    Some(Position {
+        next_offset: word(0)?,
+        state: PartitionState {
+            last_at_ms: word(1)?,
+            owner_since_ms: word(2)?,
+        },
+    })
+}
+
+pub(crate) fn applied_key(partition: u32) -> [u8; 5] {
+    let mut key = [0u8; 5];
+    key[0] = PREFIX_APPLIED;
+    key[1..].copy_from_slice(&partition.to_be_bytes());
+    key
+}
+
+pub(crate) fn encode_record(record: &OperationRecord) -> Vec<u8> {
+    let mut out = PROJECTION_FORMAT.to_le_bytes().to_vec();
+    // Plain data into a Vec: encoding cannot fail.
+    let body = bincode::serde::encode_to_vec(record, bincode::config::standard())
+        .expect("operation record encodes");
+    out.extend_from_slice(&body);
+    out
+}
+
+fn decode_record(
+    bytes: &[u8],
+    what: impl Fn() -> String,
+) -> Result<OperationRecord, ProjectionError> {
+    let corrupt = |reason: String| ProjectionError::Corrupt {
+        what: what(),
+        reason,
+    };
+    let (format, body) = bytes
+        .split_first_chunk::<2>()
+        .ok_or_else(|| corrupt("shorter than its format prefix".into()))?;
+    if u16::from_le_bytes(*format) != PROJECTION_FORMAT {
+        return Err(corrupt(format!("format {}", u16::from_le_bytes(*format))));
+    }
+    bincode::serde::decode_from_slice(body, bincode::config::standard())
+        .map(|(record, _)| record)
+        .map_err(|e| corrupt(e.to_string()))
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;
