@@ -8,8 +8,8 @@
 //!   costs the broker);
 //! - the `EventLog` seam: `KafkaLog::append` of one record per call;
 //! - in-process claims through one node on Kafka (keys, fingerprints, log, arbiter, sled);
-//! - in-process claims through two nodes on one topic, half answered across nodes by the
-//!   replies topic;
+//! - in-process claims through two nodes on one topic, half of them asked of the other node
+//!   (typed peer messages over loopback HTTP);
 //!
 //! each with ops/s, p50/p99 and the ratio to the raw produce rate.
 
@@ -131,7 +131,8 @@ listen = "127.0.0.1:0"
 backend = "kafka"
 brokers = "{brokers}"
 topic = "{name}.events"
-replies_topic = "{name}.replies"
+members_topic = "{name}.members"
+peer_secret = "test-peer-secret-0123456789"
 group = "{name}"
 partitions = {PARTITIONS}
 replication_factor = 1
@@ -157,9 +158,20 @@ async fn claims(
     let name = format!("bench-{nodes}n-{}", std::process::id());
     let mut started = Vec::new();
     let mut config = None;
+    let mut servers = Vec::new();
     for n in 0..nodes {
-        let c = config_for(tmp, brokers, &name, n);
-        started.push(Node::start(&c, |_| {}).await.expect("node starts"));
+        let mut c = config_for(tmp, brokers, &name, n);
+        // Other nodes reach this one's peer endpoint at the address it announces.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binds");
+        c.listen = listener.local_addr().expect("address");
+        let node = Node::start(&c, |_| {}).await.expect("node starts");
+        let routes = opledger::cluster::remote::routes(node.inbound.clone().expect("on Kafka"));
+        servers.push(tokio::spawn(async move {
+            let _ = axum::serve(listener, routes).await;
+        }));
+        started.push(node);
         config = Some(c);
     }
     let config = config.expect("a node");
@@ -176,6 +188,7 @@ async fn claims(
                     Ok(_) => break,
                     Err(e) if Instant::now() < deadline => {
                         eprintln!("warm-up: {e}; retrying");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
                     }
                     Err(e) => panic!("the cluster did not settle: {e}"),
                 }
@@ -195,8 +208,8 @@ async fn claims(
             // client would (the same key and holder give the same operation).
             let claimed = loop {
                 match claim_charge(ledger, &principal, &key, &holder, &request).await {
-                    Err(opledger::ledger::LedgerError::DecisionTimeout) => {
-                        eprintln!("decision timeout; retrying");
+                    Err(e) if e.retriable() => {
+                        eprintln!("{e}; retrying");
                     }
                     other => break other.expect("claim"),
                 }
@@ -207,6 +220,9 @@ async fn claims(
     .await;
     for node in started {
         node.shutdown().await.expect("clean shutdown");
+    }
+    for server in servers {
+        server.abort();
     }
     figures
 }

@@ -1,14 +1,13 @@
-//! The audit consumer: replays a whole log through the pure state machine, in memory, without
-//! touching the live projection, and summarises the derived state with the same digest that
-//! `rebuild` computes from sled. Equal logs give equal digests.
+//! The audit consumer: replays a whole log through the same fold as the arbiters, into memory,
+//! without touching the live projection, and summarises the derived state with the same digest
+//! that `rebuild` computes from the projection. Equal logs give equal digests.
 
-use crate::core::digest::StateDigest;
-use crate::core::event::{self, LoggedEvent};
-use crate::core::key::OperationId;
-use crate::core::machine;
-use crate::core::operation::{OpState, OperationRecord};
+use crate::core::digest::StateSummary;
 use crate::log::model::{EventLog, LogError};
-use crate::node::{Progress, StateSummary};
+use crate::partition::Progress;
+use crate::partition::fold::{FoldError, fold_batch};
+use crate::projection::memory::MemoryStore;
+use crate::projection::{ProjectionError, ProjectionStore};
 use std::collections::BTreeMap;
 
 /// Records read per log call.
@@ -25,24 +24,12 @@ pub enum AuditError {
         /// Why.
         source: LogError,
     },
-    /// A record's key, its event's scope and operation id disagree.
-    #[error("partition {partition}, offset {offset}: record key, scope and operation id disagree")]
-    KeyMismatch {
-        /// Partition.
-        partition: u32,
-        /// Offset.
-        offset: u64,
-    },
-    /// An event does not decode.
-    #[error("partition {partition}, offset {offset}: {source}")]
-    Undecodable {
-        /// Partition.
-        partition: u32,
-        /// Offset.
-        offset: u64,
-        /// Why.
-        source: event::DecodeError,
-    },
+    /// The fold stopped at an event it cannot apply.
+    #[error(transparent)]
+    Fold(#[from] FoldError),
+    /// The in-memory state failed (it cannot, but the seam says it may).
+    #[error(transparent)]
+    Store(#[from] ProjectionError),
 }
 
 /// The audit's result: the summary plus event counts by type.
@@ -71,73 +58,38 @@ pub async fn audit<L: EventLog>(
         ends.push(end);
     }
     let total: u64 = ends.iter().sum();
-    let mut state: BTreeMap<OperationId, OperationRecord> = BTreeMap::new();
+    let state = MemoryStore::new();
     let mut events_by_type: BTreeMap<String, u64> = BTreeMap::new();
     let mut decisions: BTreeMap<String, u64> = BTreeMap::new();
     let mut applied = 0u64;
     for (partition, end) in (0..).zip(ends) {
-        let mut next = 0;
-        while next < end {
-            let want = READ_BATCH_RECORDS_MAX.min((end - next) as usize);
+        let mut position = state.position(partition)?;
+        while position.next_offset < end {
+            let want = READ_BATCH_RECORDS_MAX.min((end - position.next_offset) as usize);
             let records = log
-                .read(partition, next, want)
+                .read(partition, position.next_offset, want)
                 .await
                 .map_err(|source| AuditError::Log { partition, source })?;
             if records.is_empty() {
                 break;
             }
-            for record in &records {
-                let (envelope, stored_version) =
-                    event::decode(&record.payload).map_err(|source| AuditError::Undecodable {
-                        partition,
-                        offset: record.offset,
-                        source,
-                    })?;
-                if !envelope.belongs_under(&record.key) {
-                    return Err(AuditError::KeyMismatch {
-                        partition,
-                        offset: record.offset,
-                    });
-                }
-                *events_by_type
-                    .entry(envelope.body.type_name().to_owned())
-                    .or_default() += 1;
-                let logged = LoggedEvent {
-                    offset: record.offset,
-                    at_ms: record.timestamp_ms,
-                    stored_version,
-                    envelope,
-                };
-                let id = logged.envelope.operation_id;
-                let outcome = machine::apply(state.get(&id), &logged);
+            let folded = fold_batch(partition, position, &state, &records)?;
+            for event in &folded.applied {
+                *events_by_type.entry(event.event.to_owned()).or_default() += 1;
                 *decisions
-                    .entry(outcome.decision.code().to_owned())
+                    .entry(event.decision.code().to_owned())
                     .or_default() += 1;
-                if let Some(changed) = outcome.changed {
-                    state.insert(id, changed);
-                }
             }
-            next += records.len() as u64;
+            position = folded.position;
+            state
+                .commit(partition, folded.position, folded.changes)
+                .await?;
             applied += records.len() as u64;
             progress(Progress { applied, total });
         }
     }
-    let mut digest = StateDigest::new();
-    let mut operations: BTreeMap<String, u64> =
-        OpState::NAMES.iter().map(|n| (n.to_string(), 0)).collect();
-    for record in state.values() {
-        *operations
-            .entry(record.state.name().to_owned())
-            .or_default() += 1;
-        digest.add(record);
-    }
-    let (digest, _) = digest.finish();
     Ok(Audit {
-        summary: StateSummary {
-            events: applied,
-            operations,
-            digest,
-        },
+        summary: StateSummary::of(applied, state.records())?,
         events_by_type,
         decisions,
     })

@@ -3,6 +3,5 @@
 //! this folder as they are built; they act only by appending events.)
 
 pub mod audit;
-pub mod metrics;
 pub mod recovery;
 pub mod retention;

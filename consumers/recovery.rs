@@ -11,51 +11,25 @@
 //! arbiter applies the tool's policy and the evidence. Wall-clock time only *suspects* a lapsed
 //! lease; the arbiter judges it by the log's time.
 
+use crate::config::RecoveryOptions;
 use crate::core::decision::Decision;
 use crate::core::event::{EventBody, Evidence, EvidenceReport, RecoveryStart};
 use crate::core::key::OperationId;
 use crate::core::operation::{OpState, OperationRecord};
 use crate::ledger::Ledger;
-use crate::log::model::EventLog;
+use crate::log::model::partition_for;
+use crate::partition::ownership::Ownership;
+use crate::projection::sled::SledStore;
 use crate::status::SharedStatusClient;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::watch;
 
-/// How the recovery consumer runs.
-#[derive(Clone, Debug)]
-pub struct RecoveryOptions {
-    /// Time between sweeps.
-    pub tick: Duration,
-    /// Most investigations at once (R19).
-    pub concurrency: usize,
-    /// Most projection records read per sweep.
-    pub scan_batch: usize,
-    /// How long one investigation may take before another recoverer may start one.
-    pub lease: Duration,
-    /// Timeout of one status query.
-    pub query_timeout: Duration,
-    /// This recoverer's name in the log (node id).
-    pub name: String,
-}
-
-impl Default for RecoveryOptions {
-    fn default() -> Self {
-        Self {
-            tick: Duration::from_secs(1),
-            concurrency: 16,
-            scan_batch: 10_000,
-            lease: Duration::from_secs(30),
-            query_timeout: Duration::from_secs(5),
-            name: format!("recoverer-{}", uuid::Uuid::new_v4().simple()),
-        }
-    }
-}
-
 /// Runs sweeps until `stop` turns true.
-pub async fn run<L: EventLog>(
-    ledger: Arc<Ledger<L>>,
+pub async fn run(
+    ledger: Arc<Ledger>,
+    store: SledStore,
+    ownership: Arc<Ownership>,
     options: RecoveryOptions,
     client: SharedStatusClient,
     mut stop: watch::Receiver<bool>,
@@ -70,13 +44,14 @@ pub async fn run<L: EventLog>(
             _ = ticks.tick() => {}
         }
         let now = crate::clock::Clock::now_ms(&clock);
-        let (candidates, expiring, next) = match scan(&ledger, cursor, options.scan_batch, now) {
-            Ok(found) => found,
-            Err(e) => {
-                tracing::warn!(error = %e, "recovery: scan failed; trying again next tick");
-                continue;
-            }
-        };
+        let (candidates, expiring, next) =
+            match scan(&store, &ownership, cursor, options.scan_batch, now) {
+                Ok(found) => found,
+                Err(e) => {
+                    tracing::warn!(error = %e, "recovery: scan failed; trying again next tick");
+                    continue;
+                }
+            };
         // When more are due than may run at once, scan the same slice again next tick, so the
         // rest keep their place in the order instead of waiting a whole cycle.
         if candidates.len() <= options.concurrency {
@@ -109,18 +84,23 @@ fn due_at(record: &OperationRecord, now_ms: u64) -> Option<u64> {
 }
 
 /// What one slice of the projection holds for the sweep.
-type Slice = (Vec<OperationRecord>, Vec<OperationId>, Option<OperationId>);
+type Slice = (
+    Vec<OperationRecord>,
+    Vec<crate::core::key::ScopedHash>,
+    Option<OperationId>,
+);
 
 /// Reads up to `batch` records after `cursor`; returns the ones due for recovery in stable order
 /// (due time, then id), the ones due to expire, and where the next sweep continues (`None`:
 /// start over).
-fn scan<L: EventLog>(
-    ledger: &Ledger<L>,
+fn scan(
+    store: &SledStore,
+    ownership: &Ownership,
     cursor: Option<OperationId>,
     batch: usize,
     now_ms: u64,
 ) -> Result<Slice, crate::projection::ProjectionError> {
-    let records = ledger.projection().records_after(cursor, batch)?;
+    let records = store.records_after(cursor, batch)?;
     let next = if records.len() < batch {
         None
     } else {
@@ -129,9 +109,13 @@ fn scan<L: EventLog>(
     let mut due: BTreeMap<(u64, OperationId), OperationRecord> = BTreeMap::new();
     let mut expiring = Vec::new();
     // On a shared log, a copy of another node's partition may be stale; its owner sweeps it.
-    for record in records.into_iter().filter(|r| ledger.owns(r)) {
+    let count = ownership.partition_count();
+    for record in records
+        .into_iter()
+        .filter(|r| ownership.serves(partition_for(&r.scope.0, count)))
+    {
         if crate::consumers::retention::due(&record, now_ms) {
-            expiring.push(record.id);
+            expiring.push(record.scope);
         } else if let Some(at) = due_at(&record, now_ms) {
             due.insert((at, record.id), record);
         }
@@ -139,8 +123,8 @@ fn scan<L: EventLog>(
     Ok((due.into_values().collect(), expiring, next))
 }
 
-async fn investigate<L: EventLog>(
-    ledger: &Ledger<L>,
+async fn investigate(
+    ledger: &Ledger,
     client: &SharedStatusClient,
     options: &RecoveryOptions,
     record: OperationRecord,
@@ -149,7 +133,7 @@ async fn investigate<L: EventLog>(
         recoverer: options.name.clone(),
         lease_ms: u64::try_from(options.lease.as_millis()).unwrap_or(u64::MAX),
     });
-    let granted = match ledger.append_for(record.id, start).await {
+    let granted = match ledger.append_for(record.scope, start).await {
         Ok(answer) if answer.decision == Decision::Accepted => answer.record,
         Ok(_) => return, // another recoverer has it, or it is no longer due
         Err(e) => {
@@ -172,7 +156,7 @@ async fn investigate<L: EventLog>(
         recoverer: options.name.clone(),
         evidence,
     });
-    if let Err(e) = ledger.append_for(now.id, report).await {
+    if let Err(e) = ledger.append_for(now.scope, report).await {
         tracing::warn!(operation = %now.id, error = %e, "recovery: cannot report evidence");
     }
 }

@@ -6,10 +6,9 @@
 
 use crate::core::decision::Decision;
 use crate::core::event::EventBody;
-use crate::core::key::OperationId;
+use crate::core::key::ScopedHash;
 use crate::core::operation::{OpState, OperationRecord};
 use crate::ledger::Ledger;
-use crate::log::model::EventLog;
 
 /// Whether a record is due to expire by the wall clock (a suspicion the arbiter checks).
 pub fn due(record: &OperationRecord, now_ms: u64) -> bool {
@@ -23,14 +22,16 @@ pub fn due(record: &OperationRecord, now_ms: u64) -> bool {
 }
 
 /// Asks the arbiter to expire each operation the sweep found due.
-pub async fn expire<L: EventLog>(ledger: &Ledger<L>, due: &[OperationId]) {
-    for id in due {
-        match ledger.append_for(*id, EventBody::ExpiryRequested).await {
+pub async fn expire(ledger: &Ledger, due: &[ScopedHash]) {
+    for scope in due {
+        match ledger.append_for(*scope, EventBody::ExpiryRequested).await {
             Ok(answer) if answer.decision == Decision::Accepted => {
-                tracing::debug!(operation = %id, "retention: expired");
+                tracing::debug!(scope = %scope.prefix(), "retention: expired");
             }
             Ok(_) => {}
-            Err(e) => tracing::warn!(operation = %id, error = %e, "retention: cannot expire"),
+            Err(e) => {
+                tracing::warn!(scope = %scope.prefix(), error = %e, "retention: cannot expire")
+            }
         }
     }
 }

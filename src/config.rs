@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Largest request body accepted when the config does not say, in bytes.
 pub const BODY_BYTES_MAX_DEFAULT: usize = 64 * 1024;
@@ -79,7 +80,9 @@ struct RawLog {
     #[serde(default)]
     topic: Option<String>,
     #[serde(default)]
-    replies_topic: Option<String>,
+    members_topic: Option<String>,
+    #[serde(default)]
+    peer_secret: Option<PeerSecret>,
     #[serde(default)]
     group: Option<String>,
     #[serde(default)]
@@ -98,7 +101,8 @@ impl Default for RawLog {
             brokers: None,
             writer_threads: None,
             topic: None,
-            replies_topic: None,
+            members_topic: None,
+            peer_secret: None,
             group: None,
             replication_factor: None,
             advertise: None,
@@ -209,14 +213,16 @@ pub struct KafkaSettings {
     pub brokers: String,
     /// The events topic (default `opledger.events`).
     pub topic: String,
-    /// The topic decisions travel back to the requesting node on (default `opledger.replies`).
-    pub replies_topic: String,
+    /// The topic nodes announce themselves on (default `opledger.members`).
+    pub members_topic: String,
     /// The consumer group that places the arbiters (default `opledger`).
     pub group: String,
     /// Replication factor of topics a node creates when they are missing (default 3).
     pub replication_factor: u16,
-    /// How other nodes reach this node's HTTP API (`None`: `http://` + the bound address).
+    /// How other nodes reach this node (`None`: `http://` + the bound address).
     pub advertise: Option<String>,
+    /// The secret every node of the cluster shares to authenticate peer messages.
+    pub peer_secret: Option<PeerSecret>,
     /// Extra librdkafka producer settings (tuning only; unsafe ones are refused at start).
     pub librdkafka: Vec<(String, String)>,
 }
@@ -227,10 +233,11 @@ impl KafkaSettings {
         Self {
             brokers: brokers.to_owned(),
             topic: KAFKA_TOPIC_DEFAULT.to_owned(),
-            replies_topic: KAFKA_REPLIES_TOPIC_DEFAULT.to_owned(),
+            members_topic: KAFKA_MEMBERS_TOPIC_DEFAULT.to_owned(),
             group: KAFKA_GROUP_DEFAULT.to_owned(),
             replication_factor: 3,
             advertise: None,
+            peer_secret: PeerSecret::from_env(),
             librdkafka: Vec::new(),
         }
     }
@@ -238,10 +245,73 @@ impl KafkaSettings {
 
 /// Default events topic.
 pub const KAFKA_TOPIC_DEFAULT: &str = "opledger.events";
-/// Default replies topic.
-pub const KAFKA_REPLIES_TOPIC_DEFAULT: &str = "opledger.replies";
+/// The secret nodes of one cluster share. Never printed, not even in a debug dump.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct PeerSecret(String);
+
+impl PeerSecret {
+    /// A secret.
+    pub fn new(secret: &str) -> Self {
+        Self(secret.to_owned())
+    }
+
+    /// The secret from [`PEER_SECRET_ENV`], if set.
+    pub fn from_env() -> Option<Self> {
+        std::env::var(PEER_SECRET_ENV)
+            .ok()
+            .filter(|s| !s.is_empty())
+            .map(Self)
+    }
+
+    /// The secret itself, to key the peer messages' signatures.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for PeerSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerSecret(<redacted>)")
+    }
+}
+
+/// Default members topic.
+pub const KAFKA_MEMBERS_TOPIC_DEFAULT: &str = "opledger.members";
+/// The environment variable that gives the peer secret when the config does not.
+pub const PEER_SECRET_ENV: &str = "OPLEDGER_PEER_SECRET";
 /// Default consumer group of the arbiters.
 pub const KAFKA_GROUP_DEFAULT: &str = "opledger";
+
+/// How the recovery consumer runs.
+#[derive(Clone, Debug)]
+pub struct RecoveryOptions {
+    /// Time between sweeps.
+    pub tick: Duration,
+    /// Most investigations at once (R19).
+    pub concurrency: usize,
+    /// Most projection records read per sweep.
+    pub scan_batch: usize,
+    /// How long one investigation may take before another recoverer may start one.
+    pub lease: Duration,
+    /// Timeout of one status query.
+    pub query_timeout: Duration,
+    /// This recoverer's name in the log (node id).
+    pub name: String,
+}
+
+impl Default for RecoveryOptions {
+    fn default() -> Self {
+        Self {
+            tick: Duration::from_secs(1),
+            concurrency: 16,
+            scan_batch: 10_000,
+            lease: Duration::from_secs(30),
+            query_timeout: Duration::from_secs(5),
+            name: format!("recoverer-{}", uuid::Uuid::new_v4().simple()),
+        }
+    }
+}
 
 /// A role a principal may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -290,7 +360,7 @@ pub struct Config {
     /// sled's page cache, in bytes.
     pub projection_cache_bytes: u64,
     /// The recovery consumer's settings; `None` when `[recovery] enabled = false`.
-    pub recovery: Option<crate::consumers::recovery::RecoveryOptions>,
+    pub recovery: Option<RecoveryOptions>,
     /// Principals by the SHA-256 of their token (tokens themselves are never kept).
     pub principals_by_token: HashMap<[u8; 32], Principal>,
     /// Tool contracts by name.
@@ -384,14 +454,25 @@ impl Config {
                     }
                 };
                 let topic = name(&log.topic, KAFKA_TOPIC_DEFAULT, "topic")?;
-                let replies_topic = name(
-                    &log.replies_topic,
-                    KAFKA_REPLIES_TOPIC_DEFAULT,
-                    "replies_topic",
+                let members_topic = name(
+                    &log.members_topic,
+                    KAFKA_MEMBERS_TOPIC_DEFAULT,
+                    "members_topic",
                 )?;
-                if topic == replies_topic {
+                if topic == members_topic {
                     return Err(invalid(
-                        "[log] topic and replies_topic must differ".to_owned(),
+                        "[log] topic and members_topic must differ".to_owned(),
+                    ));
+                }
+                let peer_secret = log
+                    .peer_secret
+                    .clone()
+                    .filter(|s| !s.0.is_empty())
+                    .or_else(PeerSecret::from_env);
+                if peer_secret.as_ref().is_some_and(|s| s.0.len() < 16) {
+                    return Err(invalid(
+                        "[log] peer_secret must be at least 16 characters (it authenticates nodes to each other)"
+                            .to_owned(),
                     ));
                 }
                 let group = name(&log.group, KAFKA_GROUP_DEFAULT, "group")?;
@@ -416,7 +497,8 @@ impl Config {
                 Backend::Kafka(KafkaSettings {
                     brokers,
                     topic,
-                    replies_topic,
+                    members_topic,
+                    peer_secret,
                     group,
                     replication_factor,
                     advertise: log
@@ -540,13 +622,11 @@ fn parse_duration_ms(tool: &str, setting: &str, text: &str) -> Result<u64, Confi
         .map_err(|_| ConfigError::Invalid(format!("tool `{tool}`: {setting} is too long")))
 }
 
-fn validate_recovery(
-    raw: RawRecovery,
-) -> Result<Option<crate::consumers::recovery::RecoveryOptions>, ConfigError> {
+fn validate_recovery(raw: RawRecovery) -> Result<Option<RecoveryOptions>, ConfigError> {
     if raw.enabled == Some(false) {
         return Ok(None);
     }
-    let mut o = crate::consumers::recovery::RecoveryOptions::default();
+    let mut o = RecoveryOptions::default();
     let duration = |setting: &str, text: &Option<String>, default: std::time::Duration| match text {
         None => Ok(default),
         Some(t) => humantime::parse_duration(t)
@@ -759,8 +839,8 @@ mod tests {
         };
         assert_eq!(k.brokers, "k1:9092,k2:9092");
         assert_eq!(
-            (k.topic.as_str(), k.replies_topic.as_str(), k.group.as_str()),
-            ("opledger.events", "opledger.replies", "opledger")
+            (k.topic.as_str(), k.members_topic.as_str(), k.group.as_str()),
+            ("opledger.events", "opledger.members", "opledger")
         );
         assert_eq!((k.replication_factor, k.advertise.as_deref()), (3, None));
         let kafka = "[log]\nbackend = \"kafka\"\nbrokers = \"k:9092\"\n";
@@ -776,7 +856,7 @@ mod tests {
         let e = err(&format!("{kafka}[log.librdkafka]\nacks = \"1\""));
         assert!(e.contains("acks"), "{e}");
         assert!(err(&format!("{kafka}topic = \"bad topic\"")).contains("topic"));
-        assert!(err(&format!("{kafka}replies_topic = \"opledger.events\"")).contains("differ"));
+        assert!(err(&format!("{kafka}members_topic = \"opledger.events\"")).contains("differ"));
         assert!(err(&format!("{kafka}advertise = \"n1:7070\"")).contains("advertise"));
         assert!(err(&format!("{kafka}replication_factor = 0")).contains("replication_factor"));
     }

@@ -8,7 +8,6 @@ use crate::core::event::BusinessResult;
 use crate::core::operation::{OpState, QueryResult};
 use crate::ledger::{ClaimInput, Claimed, Report};
 use crate::node::Node;
-use crate::projection::ProjectionStore;
 use crate::sim;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -148,8 +147,7 @@ pub async fn run(
     let deadline = Instant::now() + settle;
     let report = loop {
         let records: Vec<_> = node
-            .ledger
-            .projection()
+            .store()
             .records()
             .collect::<Result<_, _>>()
             .map_err(crate::node::NodeError::Projection)?;
@@ -200,7 +198,7 @@ struct Counters {
 }
 
 struct Agent<'a> {
-    ledger: &'a crate::ledger::Ledger<crate::log::any::AnyLog>,
+    ledger: &'a crate::ledger::Ledger,
     principal: &'a Principal,
     http: &'a reqwest::Client,
     sim: std::net::SocketAddr,

@@ -1,25 +1,28 @@
-//! The ledger service: the shell between callers (HTTP, benchmarks, tests) and the log.
+//! The ledger service: the shell between callers (HTTP, benchmarks, tests, consumers) and the
+//! partitions.
 //!
-//! It validates input and computes keys and fingerprints with the pure core, appends one event,
-//! and waits for the arbiter's decision on it. Bad input is refused here, before anything is
-//! appended, so it leaves no trace in the log. Nothing here holds a lock across an await.
+//! It validates input, authorises the caller, computes keys and fingerprints with the pure core
+//! — once, on the node the caller reached — and then asks the router for the partition that
+//! answers: this node's own, or its owner's over typed peer messages. Bad input is refused here,
+//! before anything is appended, so it leaves no trace in the log. Nothing here holds a lock
+//! across an await.
 
-use crate::arbiter::replies::{Answer, Replies};
+use crate::cluster::router::Router;
 use crate::config::Principal;
-use crate::consumers::metrics::Metrics;
 use crate::core::contract::ToolContract;
+use crate::core::decision::Decision;
 use crate::core::event::{
-    self, BusinessResult, Claim, CompensationClaim, Completion, Envelope, EventBody, Evidence,
-    Failure, FailureKind, OperatorAction, Resolution, ResolvedOutcome, Transition,
+    BusinessResult, Claim, CompensationClaim, Completion, EventBody, Evidence, Failure,
+    FailureKind, OperatorAction, Resolution, ResolvedOutcome, Transition,
 };
-use crate::core::fingerprint::{self, FingerprintError};
+use crate::core::fingerprint::{self, Fingerprint, FingerprintError};
 use crate::core::input::{self, InputError};
 use crate::core::key::{ClientKey, KeyError, OperationId, ScopedHash};
 use crate::core::operation::{OpState, OperationRecord};
-use crate::log::model::{EventLog, NewRecord, partition_for};
-use crate::projection::sled::SledStore;
-use crate::projection::{ProjectionError, ProjectionStore};
-use crate::status;
+use crate::metrics::Metrics;
+use crate::partition::{Answer, Lookup, PartitionError};
+use crate::projection::ProjectionError;
+use crate::status::{SharedStatusClient, VERSION_HEADER};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,14 +30,11 @@ use std::time::{Duration, Instant};
 /// Timeout of the status query a compensation request makes.
 pub const STATUS_QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Most queue entries read to order the operator queue by request time.
-pub const RECONCILIATION_SCAN_MAX: usize = 10_000;
-
-/// How long a caller waits for the arbiter's decision after its event is durable.
-pub const DECISION_WAIT_DEFAULT: Duration = Duration::from_secs(10);
+/// Most operator-queue entries asked of each partition.
+pub const RECONCILIATION_ITEMS_MAX: usize = 1000;
 
 /// Why a call was refused or could not be answered. Messages never carry a key, a token or a
-/// request value (R7).
+/// request value.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
     /// No `Idempotency-Key`.
@@ -72,13 +72,17 @@ pub enum LedgerError {
     /// safe and returns the same operation.
     #[error("the decision did not arrive in time; retry the same call")]
     DecisionTimeout,
+    /// The partition has no serving owner right now, or its owner could not be reached;
+    /// retrying the same call shortly is safe.
+    #[error(transparent)]
+    OwnerUnavailable(PartitionError),
     /// The projection store failed.
     #[error(transparent)]
     Projection(#[from] ProjectionError),
     /// The tool's contract names no compensating tool.
     #[error("the tool's contract names no compensation")]
     NoCompensation,
-    /// The original's outcome is not settled yet: converge it first (R25).
+    /// The original's outcome is not settled yet: converge it first.
     #[error(
         "the original operation has not finished; its outcome must be settled before compensating"
     )]
@@ -86,6 +90,33 @@ pub enum LedgerError {
     /// The original definitely failed: there is nothing to compensate.
     #[error("the original operation failed; there is nothing to compensate")]
     NothingToCompensate,
+}
+
+impl LedgerError {
+    /// Whether the same call may simply be repeated (the API answers these with 503).
+    pub fn retriable(&self) -> bool {
+        matches!(
+            self,
+            Self::Unavailable(_) | Self::DecisionTimeout | Self::OwnerUnavailable(_)
+        )
+    }
+}
+
+impl From<PartitionError> for LedgerError {
+    fn from(e: PartitionError) -> Self {
+        match e {
+            PartitionError::EventTooLarge { max } => Self::Input(InputError {
+                field: "request",
+                rule: format!("makes an event larger than {max} bytes"),
+            }),
+            PartitionError::Unavailable(m) => Self::Unavailable(m),
+            PartitionError::DecisionTimeout => Self::DecisionTimeout,
+            PartitionError::Store(e) => Self::Projection(e),
+            e @ (PartitionError::NotServing { .. }
+            | PartitionError::Moved { .. }
+            | PartitionError::Peer(_)) => Self::OwnerUnavailable(e),
+        }
+    }
 }
 
 /// A claim as callers send it.
@@ -147,35 +178,21 @@ pub enum OperatorCommand {
     },
 }
 
-/// The ledger service over one log.
-pub struct Ledger<L: EventLog> {
-    log: Arc<L>,
-    projection: SledStore,
-    replies: Arc<Replies>,
+/// The ledger service.
+pub struct Ledger {
+    router: Arc<Router>,
     tools: Arc<HashMap<String, ToolContract>>,
-    decision_wait: Duration,
     metrics: Option<Arc<Metrics>>,
-    status: crate::status::SharedStatusClient,
-    /// On a shared (Kafka) log: the partitions this node owns; `None` owns everything.
-    ownership: Option<Arc<crate::cluster::Ownership>>,
+    status: SharedStatusClient,
 }
 
-impl<L: EventLog> Ledger<L> {
-    /// A ledger over a log whose arbiters deliver into `replies`.
-    pub fn new(
-        log: Arc<L>,
-        projection: SledStore,
-        replies: Arc<Replies>,
-        tools: HashMap<String, ToolContract>,
-    ) -> Self {
+impl Ledger {
+    /// A ledger that asks `router` for partitions.
+    pub fn new(router: Arc<Router>, tools: HashMap<String, ToolContract>) -> Self {
         Self {
-            log,
-            projection,
-            replies,
+            router,
             tools: Arc::new(tools),
-            decision_wait: DECISION_WAIT_DEFAULT,
             metrics: None,
-            ownership: None,
             status: Arc::new(crate::status::http::HttpStatusClient::new(
                 STATUS_QUERY_TIMEOUT,
             )),
@@ -183,7 +200,7 @@ impl<L: EventLog> Ledger<L> {
     }
 
     /// Asks external systems through `status` (compensation's resource-version check).
-    pub fn with_status_client(mut self, status: crate::status::SharedStatusClient) -> Self {
+    pub fn with_status_client(mut self, status: SharedStatusClient) -> Self {
         self.status = status;
         self
     }
@@ -194,26 +211,12 @@ impl<L: EventLog> Ledger<L> {
         self
     }
 
-    /// Restricts background work and the operator queue to the partitions this node owns.
-    pub fn with_ownership(mut self, ownership: Arc<crate::cluster::Ownership>) -> Self {
-        self.ownership = Some(ownership);
-        self
-    }
-
-    /// Whether this node owns (and has caught up on) the record's partition, so its copy is
-    /// current and background work on it is this node's to do.
-    pub fn owns(&self, record: &OperationRecord) -> bool {
-        self.ownership
-            .as_ref()
-            .is_none_or(|o| o.owns(partition_for(&record.scope.0, self.log.partition_count())))
-    }
-
     /// The tool contracts.
     pub fn tools(&self) -> &HashMap<String, ToolContract> {
         &self.tools
     }
 
-    /// Claims an operation: create-or-return (R8, R9, R13).
+    /// Claims an operation: create-or-return.
     pub async fn claim(
         &self,
         principal: &Principal,
@@ -230,7 +233,7 @@ impl<L: EventLog> Ledger<L> {
         let key = ClientKey::parse(input.key.ok_or(LedgerError::MissingKey)?)?;
         input::visible_ascii("holder", input.holder, input::HOLDER_BYTES_MAX)?;
         let parent = match input.parent {
-            Some(text) => Some(self.completed_parent(principal, text)?),
+            Some(text) => Some(self.completed_parent(principal, text).await?),
             None => None,
         };
         let upstream_ref = parent.as_ref().map(|(_, reference)| reference.as_str());
@@ -238,9 +241,7 @@ impl<L: EventLog> Ledger<L> {
             fingerprint::fingerprint_v1(&contract.fingerprint, input.request, upstream_ref)?;
         let scope = ScopedHash::of(&principal.id, input.tool, &key);
         if !allowed {
-            // A revoked grant never starts anything; it may still learn that its own finished
-            // operation completed, without the result (R20; the answer withholds it).
-            return self.replay_without_grant(scope, &fingerprint);
+            return self.replay_without_grant(scope, &fingerprint).await;
         }
         let body = EventBody::Claimed(Claim {
             principal: principal.id.clone(),
@@ -265,13 +266,15 @@ impl<L: EventLog> Ledger<L> {
     }
 
     /// The answer to a claim whose principal lost its grant to the tool: a replay of its own
-    /// finished operation (rendered without the result), nothing else. Nothing is appended.
-    fn replay_without_grant(
+    /// finished operation with the same request (rendered without the result), nothing else.
+    /// A revoked grant never starts anything. Nothing is appended.
+    async fn replay_without_grant(
         &self,
         scope: ScopedHash,
-        fingerprint: &crate::core::fingerprint::Fingerprint,
+        fingerprint: &Fingerprint,
     ) -> Result<Claimed, LedgerError> {
-        match self.projection.get(&OperationId::for_scope(&scope))? {
+        let partition = self.router.partition(self.router.of_scope(&scope))?;
+        match partition.read(Lookup::Scope(scope)).await? {
             Some(record)
                 if record.state.is_terminal()
                     && record
@@ -280,7 +283,7 @@ impl<L: EventLog> Ledger<L> {
                         .is_empty() =>
             {
                 Ok(Claimed::Decided(Box::new(Answer {
-                    decision: crate::core::decision::Decision::Replay,
+                    decision: Decision::Replay,
                     record: Some(record),
                 })))
             }
@@ -289,14 +292,14 @@ impl<L: EventLog> Ledger<L> {
     }
 
     /// The parent operation of a sub-key claim and its result reference, which enters the
-    /// child's fingerprint (R5).
-    fn completed_parent(
+    /// child's fingerprint.
+    async fn completed_parent(
         &self,
         principal: &Principal,
         text: &str,
     ) -> Result<(OperationId, String), LedgerError> {
         let id = OperationId::parse(text).ok_or(LedgerError::UnknownParent)?;
-        let record = self.owned(principal, id).map_err(|e| match e {
+        let record = self.owned(principal, id).await.map_err(|e| match e {
             LedgerError::NotFound => LedgerError::UnknownParent,
             other => other,
         })?;
@@ -321,9 +324,9 @@ impl<L: EventLog> Ledger<L> {
             Report::Fail { code, .. } => input::visible_ascii("code", code, input::CODE_BYTES_MAX)?,
             Report::Heartbeat | Report::Unknown => {}
         }
-        // No grant check here: a report records what already happened (R20 restricts what a
-        // principal may start or see, not the facts its executors report).
-        let record = self.owned(principal, id)?;
+        // No grant check here: a report records what already happened (a revoked grant
+        // restricts what a principal may start or see, not the facts its executors report).
+        let record = self.owned(principal, id).await?;
         let by = Transition {
             holder: holder.to_owned(),
             expected_version,
@@ -338,7 +341,7 @@ impl<L: EventLog> Ledger<L> {
     }
 
     /// An operator's action on an operation of any principal (the API checks the role): take
-    /// it over (R19) or resolve it (R18). Every action is an event naming the operator.
+    /// it over or resolve it. Every action is an event naming the operator.
     pub async fn operate(
         &self,
         operator: &Principal,
@@ -352,7 +355,7 @@ impl<L: EventLog> Ledger<L> {
         {
             check_result(result)?;
         }
-        let record = self.projection.get(&id)?.ok_or(LedgerError::NotFound)?;
+        let record = self.read(id).await?.ok_or(LedgerError::NotFound)?;
         let body = match command {
             OperatorCommand::TakeOver { expected_version } => {
                 EventBody::TakenOver(OperatorAction {
@@ -375,12 +378,12 @@ impl<L: EventLog> Ledger<L> {
         self.submit(record.scope, body).await
     }
 
-    /// Requests the compensation of a completed operation (R24–R26): an operation of its own,
-    /// with a key derived from the original's, the compensating tool's contract and
-    /// fingerprint (the original's result reference included), executed through the same claim
-    /// protocol. Refused while the original is not settled (R25). If the original's tool can
-    /// be queried and reports a different resource version than at completion, a person
-    /// decides instead of automation.
+    /// Requests the compensation of a completed operation: an operation of its own, with a
+    /// key derived from the original's, the compensating tool's contract and fingerprint (the
+    /// original's result reference included), executed through the same claim protocol.
+    /// Refused while the original is not settled. If the original's tool can be queried and
+    /// reports a different resource version than at completion, a person decides instead of
+    /// automation.
     pub async fn compensate(
         &self,
         principal: &Principal,
@@ -389,7 +392,7 @@ impl<L: EventLog> Ledger<L> {
         request: &serde_json::Value,
     ) -> Result<Answer, LedgerError> {
         input::visible_ascii("holder", holder, input::HOLDER_BYTES_MAX)?;
-        let original = self.owned(principal, original_id)?;
+        let original = self.owned(principal, original_id).await?;
         let contract = self
             .tools
             .get(&original.tool)
@@ -440,49 +443,38 @@ impl<L: EventLog> Ledger<L> {
         original: &OperationRecord,
         result: &BusinessResult,
     ) -> bool {
-        let Some(recorded) = result.headers.get(status::VERSION_HEADER) else {
+        let Some(recorded) = result.headers.get(VERSION_HEADER) else {
             return false;
         };
         match self.status.query(contract, original.id).await {
             Evidence::Found { result: now, .. } => {
-                now.headers.get(status::VERSION_HEADER) != Some(recorded)
+                now.headers.get(VERSION_HEADER) != Some(recorded)
             }
             _ => false,
         }
     }
 
-    /// Appends an event for an existing operation on behalf of a consumer (recovery): consumers
-    /// act only by appending events; the arbiter decides.
+    /// Appends an event about the operation with `scope` on behalf of a consumer (recovery,
+    /// retention): consumers act only by appending events; the arbiter decides.
     pub async fn append_for(
         &self,
-        id: OperationId,
+        scope: ScopedHash,
         body: EventBody,
     ) -> Result<Answer, LedgerError> {
-        let record = self.projection.get(&id)?.ok_or(LedgerError::NotFound)?;
-        self.submit(record.scope, body).await
-    }
-
-    /// The projection, for consumers that look for work in it (read only).
-    pub fn projection(&self) -> &SledStore {
-        &self.projection
+        self.submit(scope, body).await
     }
 
     /// The operator queue, oldest request first: at most `limit` operations waiting for a
-    /// person, and how many wait in all (counted up to [`RECONCILIATION_SCAN_MAX`]).
-    pub fn reconciliation(
+    /// person, and how many wait in all. Every partition's owner is asked; if one cannot
+    /// answer, the whole answer is refused rather than shown partial.
+    pub async fn reconciliation(
         &self,
         limit: usize,
     ) -> Result<(Vec<OperationRecord>, usize), LedgerError> {
         let mut waiting: Vec<OperationRecord> = Vec::new();
         let mut total = 0;
-        for partition in 0..self.log.partition_count() {
-            // Stale copies of partitions another node serves are not this node's to list.
-            if self.ownership.as_ref().is_some_and(|o| !o.owns(partition)) {
-                continue;
-            }
-            let slice = self
-                .projection
-                .queue(partition, limit, RECONCILIATION_SCAN_MAX)?;
+        for partition in 0..self.router.partition_count() {
+            let slice = self.router.partition(partition)?.queue(limit).await?;
             total += slice.total;
             waiting.extend(slice.items);
         }
@@ -494,21 +486,27 @@ impl<L: EventLog> Ledger<L> {
         Ok((waiting, total))
     }
 
-    /// Reads an operation; only its owning principal sees it (R4, R20).
-    pub fn get(
+    /// Reads an operation; only its owning principal sees it.
+    pub async fn get(
         &self,
         principal: &Principal,
         id: OperationId,
     ) -> Result<OperationRecord, LedgerError> {
-        self.owned(principal, id)
+        self.owned(principal, id).await
     }
 
-    fn owned(
+    /// The latest record of operation `id`, from its partition's owner.
+    async fn read(&self, id: OperationId) -> Result<Option<OperationRecord>, LedgerError> {
+        let partition = self.router.partition(self.router.of_id(&id))?;
+        Ok(partition.read(Lookup::Id(id)).await?)
+    }
+
+    async fn owned(
         &self,
         principal: &Principal,
         id: OperationId,
     ) -> Result<OperationRecord, LedgerError> {
-        let record = self.projection.get(&id)?.ok_or(LedgerError::NotFound)?;
+        let record = self.read(id).await?.ok_or(LedgerError::NotFound)?;
         // Another principal's operation is answered exactly like a missing one.
         if record.principal != principal.id {
             return Err(LedgerError::NotFound);
@@ -516,56 +514,10 @@ impl<L: EventLog> Ledger<L> {
         Ok(record)
     }
 
-    /// Appends one event and waits for the arbiter's decision on it.
+    /// Appends one event to the operation's partition and waits for the decision.
     async fn submit(&self, scope: ScopedHash, body: EventBody) -> Result<Answer, LedgerError> {
-        let (reply_to, decided) = self.replies.register();
-        // However this call ends — answered, failed, or dropped because the client went away —
-        // the pending entry goes (a no-op once the answer was delivered).
-        let _pending = Pending {
-            replies: &self.replies,
-            to: reply_to,
-        };
-        let envelope = Envelope {
-            scope,
-            operation_id: OperationId::for_scope(&scope),
-            reply_to: Some(reply_to),
-            body,
-        };
-        let payload =
-            event::encode(&envelope).map_err(|e| LedgerError::Unavailable(e.to_string()))?;
-        // Input bounds keep events far below this; an event the decoder would refuse must never
-        // become durable, or it would stop its partition's arbiter.
-        if payload.len() > event::EVENT_BYTES_MAX {
-            return Err(LedgerError::Input(InputError {
-                field: "request",
-                rule: format!(
-                    "makes an event larger than {} bytes",
-                    event::EVENT_BYTES_MAX
-                ),
-            }));
-        }
-        let partition = partition_for(&scope.0, self.log.partition_count());
-        let appended = self
-            .log
-            .append(
-                partition,
-                vec![NewRecord {
-                    key: scope.0,
-                    payload,
-                }],
-            )
-            .await;
-        if let Err(e) = appended {
-            tracing::error!(partition, scope = %scope.prefix(), error = %e, "append failed");
-            return Err(LedgerError::Unavailable(e.to_string()));
-        }
-        match tokio::time::timeout(self.decision_wait, decided).await {
-            Ok(Ok(answer)) => Ok(answer),
-            _ => {
-                tracing::warn!(partition, scope = %scope.prefix(), "decision did not arrive in time");
-                Err(LedgerError::DecisionTimeout)
-            }
-        }
+        let partition = self.router.partition(self.router.of_scope(&scope))?;
+        Ok(partition.submit(scope, body).await?)
     }
 }
 
@@ -587,16 +539,4 @@ fn check_result(result: &BusinessResult) -> Result<(), InputError> {
         input::plain_text("headers", value, input::HEADER_BYTES_MAX)?;
     }
     Ok(())
-}
-
-/// Removes a caller's pending reply entry when its call ends, however it ends.
-struct Pending<'a> {
-    replies: &'a Replies,
-    to: crate::core::event::ReplyTo,
-}
-
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        self.replies.cancel(self.to);
-    }
 }

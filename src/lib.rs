@@ -3,17 +3,19 @@
 //! Every side-effecting intent becomes an operation with a scoped key and a request fingerprint;
 //! every transition of it is a versioned event on a partitioned log; one single-writer arbiter
 //! per partition folds the log through a pure state machine into sled projections. See
-//! `README.md` for the guarantees and `../shared/brief/ARCHITECTURE.md` for the shape.
+//! `README.md` for the guarantees and the architecture.
 //!
-//! Layout: [`core`] is pure (no I/O, no clock); [`log`] is the `EventLog` seam and its backends;
-//! [`projection`] the sled store; [`arbiter`] the per-partition single writer; [`ledger`] the
-//! service callers use; [`api`] the HTTP adapter; [`consumers`] other readers of the log;
-//! [`node`] wires a running node together; the command line lives in the binary (`src/cli`).
+//! Layout: [`core`] is pure (no I/O, no clock). The I/O seams, each a small trait with one
+//! conformance suite: [`log`] (`EventLog`: embedded, Kafka), [`projection`] (the store: sled),
+//! [`clock`], [`status`] (asking external systems). [`partition`] is the partition as a service
+//! (its fold, arbiter and local service); [`cluster`] routes to a partition's owner, here or
+//! over typed peer messages; [`ledger`] validates and authorises, then asks the router; [`api`]
+//! is the HTTP adapter; [`consumers`] read the log on their own; [`node`] wires a running node
+//! together; the command line lives in the binary (`src/cli`).
 
 #![warn(missing_docs)]
 
 pub mod api;
-pub mod arbiter;
 pub mod clock;
 pub mod cluster;
 pub mod config;
@@ -23,7 +25,9 @@ pub mod core;
 pub mod demo;
 pub mod ledger;
 pub mod log;
+pub mod metrics;
 pub mod node;
+pub mod partition;
 pub mod projection;
 pub mod sim;
 pub mod status;

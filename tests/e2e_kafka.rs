@@ -415,7 +415,7 @@ async fn a_revoked_grant_replays_withheld_through_any_node() {
     // Both nodes own partitions before anything is claimed, so each key's record exists on its
     // owner only.
     let deadline = Instant::now() + SETTLE;
-    while !nodes[1].stderr().contains("owning the partition") {
+    while !nodes[1].stderr().contains("serving the partition") {
         assert!(
             Instant::now() < deadline,
             "the second node got no partition"
@@ -486,20 +486,20 @@ async fn a_revoked_grant_replays_withheld_through_any_node() {
     }
 }
 
-/// A replies topic with another partition count than the log would send answers where nobody
-/// reads: the node refuses to start and names it.
+/// A members topic with more than one partition would leave announcements unread: the node
+/// refuses to start and names it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replies_topic_with_another_partition_count_is_refused_by_name() {
+async fn a_members_topic_with_several_partitions_is_refused_by_name() {
     use opledger::log::kafka::{Connection, TopicSpec, ensure_topics};
     let brokers = test_brokers();
     let name = fresh_name("mismatch");
     ensure_topics(
         &Connection::new(&brokers, &[]),
-        &[TopicSpec::replies(&format!("{name}.replies"), 2, 1)],
+        &[TopicSpec::events(&format!("{name}.members"), 2, 1)],
         Duration::from_secs(10),
     )
     .await
-    .expect("creates the replies topic");
+    .expect("creates the members topic");
     let tmp = tempfile::tempdir().expect("tempdir");
     let config = tmp.path().join("opledger.toml");
     let text =
@@ -512,23 +512,20 @@ async fn a_replies_topic_with_another_partition_count_is_refused_by_name() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("starts opledger");
-    let deadline = Instant::now() + SETTLE;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waits") {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the node did not refuse to start"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
-        .expect("reads stderr");
+    let mut stderr_pipe = child.stderr.take().expect("stderr");
+    let exited = tokio::task::spawn_blocking(move || {
+        let mut stderr = String::new();
+        // Ends when the process exits and closes its stderr.
+        std::io::Read::read_to_string(&mut stderr_pipe, &mut stderr).expect("reads stderr");
+        (child.wait().expect("waits"), stderr)
+    });
+    let (status, stderr) = tokio::time::timeout(SETTLE, exited)
+        .await
+        .expect("the node did not refuse to start")
+        .expect("joins");
     assert!(!status.success());
     assert!(
-        stderr.contains(&format!("replies topic {name}.replies has 2 partitions")),
+        stderr.contains(&format!("members topic {name}.members has 2 partitions")),
         "{stderr}"
     );
 }

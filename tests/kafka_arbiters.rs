@@ -2,13 +2,18 @@
 //! not stopped yet — each with its own projection: every decision must be the same, because
 //! decisions are a pure function of the log. Runs on librdkafka's in-process mock cluster.
 
-use opledger::arbiter::Arbiter;
-use opledger::arbiter::replies::{Answer, RemoteReplies, Replies};
+use opledger::cluster::router::Router;
 use opledger::config::Config;
 use opledger::core::decision::Decision;
 use opledger::core::event::{BusinessResult, ReplyTo};
 use opledger::ledger::{ClaimInput, Claimed, Ledger, Report};
 use opledger::log::kafka::{KafkaLog, KafkaOptions};
+use opledger::partition::Answer;
+use opledger::partition::arbiter::{Arbiter, Observer};
+use opledger::partition::fold::Applied;
+use opledger::partition::local::{LocalPartition, Shared};
+use opledger::partition::ownership::Ownership;
+use opledger::partition::replies::Replies;
 use opledger::projection::sled::{LogIdentity, SledStore};
 use opledger::projection::{ProjectionStore, SharedStore};
 use rdkafka::mocking::MockCluster;
@@ -19,13 +24,37 @@ use tokio::sync::watch;
 
 const PARTITIONS: u32 = 2;
 
-/// Captures every answer an arbiter sends towards another node.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<(ReplyTo, Answer)>>>);
+/// Captures every decision an arbiter makes for a waiting caller, and counts them.
+#[derive(Clone)]
+struct Capture {
+    answers: Arc<Mutex<Vec<(ReplyTo, Answer)>>>,
+    count: Arc<watch::Sender<usize>>,
+}
 
-impl RemoteReplies for Capture {
-    fn send(&self, to: ReplyTo, answer: Answer) {
-        self.0.lock().expect("capture lock").push((to, answer));
+impl Capture {
+    fn new() -> Self {
+        Self {
+            answers: Arc::default(),
+            count: Arc::new(watch::Sender::new(0)),
+        }
+    }
+}
+
+impl Observer for Capture {
+    fn observe(&self, batch: &[Applied]) {
+        let mut answers = self.answers.lock().expect("capture lock");
+        for applied in batch {
+            if let Some(to) = applied.reply_to {
+                answers.push((
+                    to,
+                    Answer {
+                        decision: applied.decision.clone(),
+                        record: applied.record.clone(),
+                    },
+                ));
+            }
+        }
+        self.count.send_replace(answers.len());
     }
 }
 
@@ -102,18 +131,18 @@ async fn two_owners(faults: Faults) {
     let proj_b = projection(&tmp.path().join("b"), &log_b);
 
     // Owner A answers the ledger's callers; the second owner B sees the same events (addressed
-    // to A's node) and sends its answers to a capture instead.
+    // to A's node) and its decisions are captured instead.
     let replies_a = Arc::new(Replies::with_node(1));
     let replies_b = Arc::new(Replies::with_node(2));
-    let captured = Capture::default();
-    replies_b.set_remote(Box::new(captured.clone()));
+    let captured = Capture::new();
     let (stop, stopped) = watch::channel(false);
     let mut arbiters = Vec::new();
     for partition in 0..PARTITIONS {
         let a = Arbiter::new(partition, log_a.clone(), shared(&proj_a), replies_a.clone())
             .expect("arbiter A");
         let b = Arbiter::new(partition, log_b.clone(), shared(&proj_b), replies_b.clone())
-            .expect("arbiter B");
+            .expect("arbiter B")
+            .with_observer(Arc::new(captured.clone()));
         arbiters.push(tokio::spawn(a.run(stopped.clone())));
         arbiters.push(tokio::spawn(b.run(stopped.clone())));
     }
@@ -125,10 +154,17 @@ async fn two_owners(faults: Faults) {
         .next()
         .expect("the development principal")
         .clone();
+    let ownership = Arc::new(Ownership::sole(PARTITIONS));
+    let local = LocalPartition::all(Arc::new(Shared {
+        log: log_a.clone(),
+        store: shared(&proj_a),
+        replies: replies_a,
+        ownership: ownership.clone(),
+        decision_wait: Duration::from_secs(10),
+        sole: true,
+    }));
     let ledger = Ledger::new(
-        log_a.clone(),
-        proj_a.clone(),
-        replies_a,
+        Arc::new(Router::new(local, ownership, None)),
         config.tools.clone(),
     );
 
@@ -203,21 +239,21 @@ async fn two_owners(faults: Faults) {
         );
     }
 
-    // B has applied everything A has once its capture holds an answer for every request.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let n = captured.0.lock().expect("capture lock").len();
-        if n >= seen.len() {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "B applied {n} of {}",
-            seen.len()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let mut theirs = captured.0.lock().expect("capture lock").clone();
+    // B has applied everything A has once its capture holds a decision for every request.
+    let mut count = captured.count.subscribe();
+    let caught_up = tokio::time::timeout(
+        Duration::from_secs(30),
+        count.wait_for(|n| *n >= seen.len()),
+    )
+    .await
+    .is_ok();
+    assert!(
+        caught_up,
+        "B applied {} of {}",
+        *captured.count.borrow(),
+        seen.len()
+    );
+    let mut theirs = captured.answers.lock().expect("capture lock").clone();
     theirs.sort_by_key(|(to, _)| to.request);
     assert!(theirs.iter().all(|(to, _)| to.node == 1));
     let theirs: Vec<Answer> = theirs.into_iter().map(|(_, a)| a).collect();

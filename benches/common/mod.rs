@@ -4,7 +4,6 @@
 
 use opledger::config::{Config, Principal};
 use opledger::ledger::{ClaimInput, Claimed, Ledger, LedgerError};
-use opledger::log::model::EventLog;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,8 +47,8 @@ pub fn charge_body(w: usize, i: usize) -> serde_json::Value {
 }
 
 /// Claims a `payments.charge` under `key` for `holder`.
-pub async fn claim_charge<L: EventLog>(
-    ledger: &Ledger<L>,
+pub async fn claim_charge(
+    ledger: &Ledger,
     principal: &Principal,
     key: &str,
     holder: &str,

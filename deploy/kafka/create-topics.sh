@@ -17,11 +17,11 @@ common="cleanup.policy=delete,min.insync.replicas=2,unclean.leader.election.enab
 # Events: the broker stamps the time (lease expiry and retention are judged by the log's clock,
 # and several producers write each partition) and nothing ever ages out (the log is the truth).
 events="$common,message.timestamp.type=LogAppendTime,retention.ms=-1,retention.bytes=-1"
-# Replies: decisions in flight to the node a claim arrived on; stale after seconds.
-replies="$common,retention.ms=3600000"
+# Members: one partition of node announcements (who serves which partition); stale after seconds.
+members="$common,retention.ms=3600000"
 
-ensure() { # topic, comma-separated settings
-  local topic=$1 settings=$2 described kv
+ensure() { # topic, partitions, comma-separated settings
+  local topic=$1 partitions=$2 settings=$3 described kv
   local -a create=() list
   IFS=, read -ra list <<<"$settings"
   for kv in "${list[@]}"; do create+=(--config "$kv"); done
@@ -38,5 +38,5 @@ ensure() { # topic, comma-separated settings
   fi
 }
 
-ensure opledger.events "$events"
-ensure opledger.replies "$replies"
+ensure opledger.events "$partitions" "$events"
+ensure opledger.members 1 "$members"

@@ -4,11 +4,11 @@
 //! against today's grants (R20): a principal that may no longer use the tool learns that the
 //! operation completed, without the result.
 
-use crate::arbiter::replies::Answer;
 use crate::config::Principal;
 use crate::core::contract::LossLevel;
 use crate::core::decision::{Decision, Rejection};
 use crate::core::operation::{OpState, OperationRecord, QueryResult, ReleaseCause, UnknownCause};
+use crate::partition::Answer;
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

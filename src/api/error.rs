@@ -38,7 +38,16 @@ impl IntoResponse for ApiError {
         let body = serde_json::json!({
             "error": { "code": self.code, "message": self.message, "retriable": retriable }
         });
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if retriable {
+            // Every 503 is safe to repeat as it was; a second is long enough for a partition to
+            // find its owner again in the common case.
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        response
     }
 }
 
@@ -57,6 +66,7 @@ impl From<LedgerError> for ApiError {
             E::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             E::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             E::DecisionTimeout => (StatusCode::SERVICE_UNAVAILABLE, "decision_timeout"),
+            E::OwnerUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "owner_unavailable"),
             E::Projection(_) => (StatusCode::INTERNAL_SERVER_ERROR, "projection_error"),
             E::NoCompensation => (StatusCode::CONFLICT, "no_compensation"),
             E::OriginalNotSettled => (StatusCode::CONFLICT, "original_not_settled"),

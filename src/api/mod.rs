@@ -10,7 +10,6 @@ use crate::core::event::ResolvedOutcome;
 use crate::core::event::{BusinessResult, FailureKind};
 use crate::core::key::OperationId;
 use crate::ledger::{ClaimInput, Claimed, Ledger, OperatorCommand, Report};
-use crate::log::model::EventLog;
 use answer::{reconciliation_item, render_answer, render_record};
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -25,9 +24,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// What every handler shares.
-pub struct ApiState<L: EventLog> {
+pub struct ApiState {
     /// The ledger.
-    pub ledger: Arc<Ledger<L>>,
+    pub ledger: Arc<Ledger>,
     /// Principals by token hash, reloadable.
     pub principals: auth::Principals,
     /// The config file principals are reloaded from (`None` for the development default).
@@ -35,25 +34,25 @@ pub struct ApiState<L: EventLog> {
     /// Largest accepted body.
     pub body_bytes_max: usize,
     /// The metrics consumer's counters, served on `/metrics`.
-    pub metrics: Arc<crate::consumers::metrics::Metrics>,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// The router of the v1 API.
-pub fn router<L: EventLog>(state: Arc<ApiState<L>>) -> Router {
+pub fn router(state: Arc<ApiState>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
-        .route("/metrics", get(metrics::<L>))
-        .route("/v1/operations", post(claim::<L>))
-        .route("/v1/operations/{id}", get(read::<L>))
-        .route("/v1/operations/{id}/heartbeat", post(heartbeat::<L>))
-        .route("/v1/operations/{id}/complete", post(complete::<L>))
-        .route("/v1/operations/{id}/fail", post(fail::<L>))
-        .route("/v1/operations/{id}/unknown", post(unknown::<L>))
-        .route("/v1/operations/{id}/compensate", post(compensate::<L>))
-        .route("/v1/operations/{id}/takeover", post(take_over::<L>))
-        .route("/v1/operations/{id}/resolve", post(resolve::<L>))
-        .route("/v1/reconciliation", get(reconciliation::<L>))
-        .route("/v1/admin/reload", post(reload::<L>))
+        .route("/metrics", get(metrics))
+        .route("/v1/operations", post(claim))
+        .route("/v1/operations/{id}", get(read))
+        .route("/v1/operations/{id}/heartbeat", post(heartbeat))
+        .route("/v1/operations/{id}/complete", post(complete))
+        .route("/v1/operations/{id}/fail", post(fail))
+        .route("/v1/operations/{id}/unknown", post(unknown))
+        .route("/v1/operations/{id}/compensate", post(compensate))
+        .route("/v1/operations/{id}/takeover", post(take_over))
+        .route("/v1/operations/{id}/resolve", post(resolve))
+        .route("/v1/reconciliation", get(reconciliation))
+        .route("/v1/admin/reload", post(reload))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such endpoint") })
         .layer(axum::middleware::from_fn(echo_trace))
         .with_state(state)
@@ -83,7 +82,7 @@ async fn echo_trace(request: axum::extract::Request, next: axum::middleware::Nex
 
 /// Reloads principals (grants and tokens) from the config file; the next request sees them.
 /// Tool contracts are not reloaded (they travel in claim events; change them with a restart).
-pub fn reload_principals<L: EventLog>(state: &ApiState<L>) -> Result<usize, ApiError> {
+pub fn reload_principals(state: &ApiState) -> Result<usize, ApiError> {
     let path = state.config_path.as_ref().ok_or_else(|| {
         ApiError::new(
             StatusCode::CONFLICT,
@@ -101,8 +100,8 @@ pub fn reload_principals<L: EventLog>(state: &ApiState<L>) -> Result<usize, ApiE
     Ok(count)
 }
 
-async fn reload<L: EventLog>(
-    State(state): State<Arc<ApiState<L>>>,
+async fn reload(
+    State(state): State<Arc<ApiState>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     operator(&state, &headers)?;
@@ -185,8 +184,8 @@ fn rejects_oversize(headers: &HeaderMap, max: usize) -> Result<(), ApiError> {
 }
 
 /// The authenticated principal of a request, which must hold `role`.
-fn with_role<L: EventLog>(
-    state: &ApiState<L>,
+fn with_role(
+    state: &ApiState,
     headers: &HeaderMap,
     role: Role,
 ) -> Result<Arc<Principal>, ApiError> {
@@ -195,16 +194,13 @@ fn with_role<L: EventLog>(
     Ok(principal)
 }
 
-fn agent<L: EventLog>(
-    state: &ApiState<L>,
-    headers: &HeaderMap,
-) -> Result<Arc<Principal>, ApiError> {
+fn agent(state: &ApiState, headers: &HeaderMap) -> Result<Arc<Principal>, ApiError> {
     with_role(state, headers, Role::Agent)
 }
 
 /// An agent's request with a JSON body: authenticated, bounded, parsed.
-async fn agent_json<L: EventLog, T: DeserializeOwned>(
-    state: &ApiState<L>,
+async fn agent_json<T: DeserializeOwned>(
+    state: &ApiState,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<(Arc<Principal>, T), ApiError> {
@@ -229,8 +225,8 @@ struct ClaimBody {
     parent: Option<String>,
 }
 
-async fn claim<L: EventLog>(
-    State(state): State<Arc<ApiState<L>>>,
+async fn claim(
+    State(state): State<Arc<ApiState>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -271,13 +267,13 @@ async fn claim<L: EventLog>(
     })
 }
 
-async fn read<L: EventLog>(
-    State(state): State<Arc<ApiState<L>>>,
+async fn read(
+    State(state): State<Arc<ApiState>>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let principal = auth::authenticate(&state.principals, &headers)?;
-    let record = state.ledger.get(&principal, operation_id(&id)?)?;
+    let record = state.ledger.get(&principal, operation_id(&id)?).await?;
     Ok(render_record(&principal, &record))
 }
 
@@ -321,8 +317,8 @@ struct FailBody {
     code: String,
 }
 
-async fn report<L: EventLog>(
-    state: &ApiState<L>,
+async fn report(
+    state: &ApiState,
     principal: &Principal,
     id: &str,
     holder: &str,
@@ -342,8 +338,8 @@ async fn report<L: EventLog>(
     Ok(render_answer(principal, &answer))
 }
 
-async fn heartbeat<L: EventLog>(
-    State(state): State<Arc<ApiState<L>>>,
+async fn heartbeat(
+    State(state): State<Arc<ApiState>>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: Body,
@@ -360,8 +356,8 @@ async fn heartbeat<L: EventLog>(
     .await
 }
 
-async fn unknown<L: EventLog>(
-    State(state): State<Arc<ApiState<L>>>,
+async fn unknown(
+    State(state): State<Arc<ApiState>>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: Body,
@@ -378,8 +374,8 @@ async fn unknown<L: EventLog>(
     .await
 }
 
-async fn complete<L: EventLog>(
-    State(state): State<Arc<ApiState<L>>>,
+async fn complete(
+    State(state): State<Arc<ApiState>>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: Body,
@@ -394,8 +390,8 @@ async fn complete<L: EventLog>(
     report(&state, &principal, &id, &b.holder, b.expected_version, r).await
 }
 
-async fn fail<L: EventLog>(
-    State(state): State<Arc<ApiState<L>>>,
+async fn fail(
+    State(state): State<Arc<ApiState>>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: Body,
@@ -412,19 +408,19 @@ async fn fail<L: EventLog>(
 /// Most entries `GET /v1/reconciliation` returns.
 pub const RECONCILIATION_ITEMS_MAX: usize = 1000;
 
-fn operator<L: EventLog>(
-    state: &ApiState<L>,
-    headers: &HeaderMap,
-) -> Result<Arc<Principal>, ApiError> {
+fn operator(state: &ApiState, headers: &HeaderMap) -> Result<Arc<Principal>, ApiError> {
     with_role(state, headers, Role::Operator)
 }
 
-async fn reconciliation<L: EventLog>(
-    State(state): State<Arc<ApiState<L>>>,
+async fn reconciliation(
+    State(state): State<Arc<ApiState>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     operator(&state, &headers)?;
-    let (records, total) = state.ledger.reconciliation(RECONCILIATION_ITEMS_MAX)?;
+    let (records, total) = state
+        .ledger
+        .reconciliation(RECONCILIATION_ITEMS_MAX)
+        .await?;
     let items: Vec<serde_json::Value> = records.iter().map(reconciliation_item).collect();
     let body = serde_json::json!({
         "count": items.len(),
@@ -441,8 +437,8 @@ struct TakeOverBody {
     expected_version: Option<u64>,
 }
 
-async fn take_over<L: EventLog>(
-    State(state): State<Arc<ApiState<L>>>,
+async fn take_over(
+    State(state): State<Arc<ApiState>>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: Body,
@@ -474,8 +470,8 @@ struct ResolveBody {
     expected_version: Option<u64>,
 }
 
-async fn resolve<L: EventLog>(
-    State(state): State<Arc<ApiState<L>>>,
+async fn resolve(
+    State(state): State<Arc<ApiState>>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: Body,
@@ -515,7 +511,7 @@ async fn resolve<L: EventLog>(
 
 /// Prometheus scrapes this without a token: its labels are fixed words, never keys, bodies or
 /// principals (R7).
-async fn metrics<L: EventLog>(State(state): State<Arc<ApiState<L>>>) -> Response {
+async fn metrics(State(state): State<Arc<ApiState>>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
@@ -534,8 +530,8 @@ struct CompensateBody {
     request: serde_json::Value,
 }
 
-async fn compensate<L: EventLog>(
-    State(state): State<Arc<ApiState<L>>>,
+async fn compensate(
+    State(state): State<Arc<ApiState>>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: Body,

@@ -162,7 +162,7 @@ fn audit(args: &ConfigArgs) -> anyhow::Result<()> {
     opledger::telemetry::init(&args.log_level);
     let (config, _) = load(args)?;
     let mut bar = progress::Bar::new("replaying events");
-    let show = |p: opledger::node::Progress| bar.show(p.applied, p.total);
+    let show = |p: opledger::partition::Progress| bar.show(p.applied, p.total);
     let audit = match &config.backend {
         Backend::Embedded => {
             let dir = config.data_dir.join("log");
@@ -206,8 +206,8 @@ fn check(path: &std::path::Path) -> anyhow::Result<()> {
     let log = match &config.backend {
         opledger::config::Backend::Embedded => "embedded log".to_owned(),
         opledger::config::Backend::Kafka(k) => format!(
-            "Kafka log on {} (topic {}, replies {}, group {})",
-            k.brokers, k.topic, k.replies_topic, k.group
+            "Kafka log on {} (topic {}, members {}, group {})",
+            k.brokers, k.topic, k.members_topic, k.group
         ),
     };
     println!(

@@ -4,7 +4,6 @@ use super::{ConfigArgs, load, progress, runtime};
 use anyhow::Context;
 use opledger::api::auth::Principals;
 use opledger::api::{ApiState, reload_principals, router};
-use opledger::cluster::forward::route;
 use opledger::config::{Backend, Config, KafkaSettings};
 use opledger::node::Node;
 use std::net::SocketAddr;
@@ -79,12 +78,9 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
         println!("opledger listening on http://{addr}");
         let reloader = tokio::spawn(reload_on_sighup(hangups, state.clone()));
         let mut app = router(state.clone());
-        if let Some(cluster) = node.cluster.clone() {
-            // On a shared log, reads are answered by the partition's owner.
-            app = app.layer(axum::middleware::from_fn_with_state(
-                (cluster, state.clone()),
-                route::<opledger::log::any::AnyLog>,
-            ));
+        if let Some(inbound) = node.inbound.clone() {
+            // On a shared log, other nodes ask this one for the partitions it serves.
+            app = app.merge(opledger::cluster::remote::routes(inbound));
         }
         let server = axum::serve(listener, app).with_graceful_shutdown(stop);
         let outcome = tokio::select! {
@@ -122,10 +118,7 @@ fn hangup_signals() -> Hangups {
 
 /// SIGHUP reloads principals and grants from the config file (R20: a revoked grant withholds
 /// replayed results from the next request on).
-async fn reload_on_sighup<L: opledger::log::model::EventLog>(
-    hangups: Hangups,
-    state: Arc<ApiState<L>>,
-) {
+async fn reload_on_sighup(hangups: Hangups, state: Arc<ApiState>) {
     #[cfg(unix)]
     if let Some(mut hangups) = hangups {
         while hangups.recv().await.is_some() {

@@ -13,6 +13,7 @@ use crate::core::key::{OperationId, ScopedHash};
 use crate::core::operation::{OpState, OperationRecord, QueryResult, ReleaseCause, UnknownCause};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 
 /// The time-free view of a record that the digest hashes.
 #[derive(Serialize)]
@@ -130,5 +131,40 @@ impl StateDigest {
         let mut hasher = self.hasher;
         hasher.update(self.operations.to_be_bytes());
         (hex::encode(hasher.finalize()), self.operations)
+    }
+}
+
+/// What `rebuild` and `audit` print: equal logs give equal summaries, on every backend.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StateSummary {
+    /// Events in the log.
+    pub events: u64,
+    /// Operations by state (every state listed, zeros included).
+    pub operations: BTreeMap<String, u64>,
+    /// The state digest.
+    pub digest: String,
+}
+
+impl StateSummary {
+    /// The summary of `events` events that derived `records` (in operation id order).
+    pub fn of<E>(
+        events: u64,
+        records: impl Iterator<Item = Result<OperationRecord, E>>,
+    ) -> Result<Self, E> {
+        let mut digest = StateDigest::new();
+        let mut operations: BTreeMap<String, u64> =
+            OpState::NAMES.iter().map(|n| (n.to_string(), 0)).collect();
+        for record in records {
+            let record = record?;
+            *operations
+                .entry(record.state.name().to_owned())
+                .or_default() += 1;
+            digest.add(&record);
+        }
+        Ok(Self {
+            events,
+            operations,
+            digest: digest.finish().0,
+        })
     }
 }

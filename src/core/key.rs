@@ -91,6 +91,22 @@ impl ScopedHash {
         hex::encode(&self.0[..6])
     }
 
+    /// The partition key: the first 8 bytes, big-endian. Its remainder modulo the partition
+    /// count is the operation's partition on every backend.
+    pub fn partition_key(&self) -> u64 {
+        let mut prefix = [0u8; 8];
+        prefix.copy_from_slice(&self.0[..8]);
+        u64::from_be_bytes(prefix)
+    }
+
+    /// The scope of partition `partition`'s own events (an ownership change): its partition
+    /// key is the partition number, and the rest marks it as no operation's scope.
+    pub fn of_partition(partition: u32) -> Self {
+        let mut bytes = [0xff; 32];
+        bytes[..8].copy_from_slice(&u64::from(partition).to_be_bytes());
+        Self(bytes)
+    }
+
     /// The scoped hash of a compensation operation: derived from the original's, so a repeated
     /// compensation request finds the same operation.
     pub fn derived(&self, purpose: &str) -> Self {
@@ -109,16 +125,44 @@ impl fmt::Debug for ScopedHash {
     }
 }
 
-/// The public identity of an operation. Derived from the scoped hash through a second,
-/// domain-separated hash (a UUIDv8), so the id reveals nothing of the key, the same intent gets
-/// the same id on every node and after every restart, and the external system can use it as the
-/// idempotency key of the real call.
+/// The public identity of an operation: a UUIDv8 that carries the operation's partition key
+/// (the first 8 bytes of its scoped hash), so any node routes a request by the id alone, as
+/// Restate's invocation ids carry theirs, and a second, domain-separated hash of the scope in
+/// its remaining 58 bits. The same intent gets the same id on every node and after every
+/// restart, and the external system can use it as the idempotency key of the real call.
+///
+/// Layout (bits of the 16 bytes, most significant first): partition key bits 0–47 in bytes
+/// 0–5; the version nibble `8`; partition key bits 48–55 across bytes 6–7; bits 56–59 in byte 7;
+/// the RFC 9562 variant `10`; bits 60–63, then 58 bits of `SHA-256("opledger/operation-id/v2"
+/// ‖ scope)`. The partition key is the scope hash's own prefix, so the id reveals nothing a
+/// guesser of (principal, tool, key) could not already check against the id itself.
+///
+/// Operations created by builds before this layout keep their ids ([`OperationId::legacy`]):
+/// an id is never changed once an external system may have seen it.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct OperationId(pub [u8; 16]);
 
 impl OperationId {
     /// The operation id of a scope.
     pub fn for_scope(scope: &ScopedHash) -> Self {
+        let key = scope.partition_key().to_be_bytes();
+        let mut h = Sha256::new();
+        h.update(b"opledger/operation-id/v2");
+        h.update(scope.0);
+        let digest: [u8; 32] = h.finalize().into();
+        let mut b = [0u8; 16];
+        b[..6].copy_from_slice(&key[..6]);
+        b[6] = 0x80 | (key[6] >> 4);
+        b[7] = (key[6] << 4) | (key[7] >> 4);
+        b[8] = 0x80 | ((key[7] & 0x0f) << 2) | (digest[0] & 0x03);
+        b[9..].copy_from_slice(&digest[1..8]);
+        Self(b)
+    }
+
+    /// The id builds before the partition-carrying layout derived from a scope: the first 16
+    /// bytes of `SHA-256("opledger/operation-id/v1" ‖ scope)` as a UUIDv8. Operations created
+    /// then keep it; the fold finds them by scope.
+    pub fn legacy(scope: &ScopedHash) -> Self {
         let mut h = Sha256::new();
         h.update(b"opledger/operation-id/v1");
         h.update(scope.0);
@@ -126,6 +170,21 @@ impl OperationId {
         let mut bytes = [0u8; 16];
         bytes.copy_from_slice(&digest[..16]);
         Self(*uuid::Builder::from_custom_bytes(bytes).as_uuid().as_bytes())
+    }
+
+    /// Whether this id is one `scope` has: its current or its legacy derivation.
+    pub fn is_of(&self, scope: &ScopedHash) -> bool {
+        *self == Self::for_scope(scope) || *self == Self::legacy(scope)
+    }
+
+    /// The partition key this id carries (for an id of the current layout, its scope's).
+    pub fn partition_key(&self) -> u64 {
+        let b = &self.0;
+        let mut key = [0u8; 8];
+        key[..6].copy_from_slice(&b[..6]);
+        key[6] = (b[6] << 4) | (b[7] >> 4);
+        key[7] = (b[7] << 4) | ((b[8] >> 2) & 0x0f);
+        u64::from_be_bytes(key)
     }
 
     /// Parses the textual (hyphenated UUID) form.
@@ -214,7 +273,68 @@ mod tests {
         assert_eq!(id, OperationId::for_scope(&scope));
         assert_ne!(&id.0[..], &scope.0[..16]);
         assert_eq!(OperationId::parse(&id.to_string()), Some(id));
-        assert_eq!(uuid::Uuid::from_bytes(id.0).get_version_num(), 8);
+        let uuid = uuid::Uuid::from_bytes(id.0);
+        assert_eq!(uuid.get_version_num(), 8);
+        assert_eq!(uuid.get_variant(), uuid::Variant::RFC4122);
+    }
+
+    #[test]
+    fn given_any_scope_when_its_id_is_derived_then_the_id_carries_its_partition_key() {
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        for n in 0..2_000u64 {
+            // Every bit pattern of the prefix, not just hash-like ones: ones, zeros, a walk.
+            let mut bytes = [0u8; 32];
+            x = x.rotate_left(7) ^ n.wrapping_mul(0x2545_f491_4f6c_dd1d);
+            bytes[..8].copy_from_slice(&x.to_be_bytes());
+            bytes[8] = n as u8;
+            for scope in [
+                ScopedHash(bytes),
+                ScopedHash([0xff; 32]),
+                ScopedHash([0; 32]),
+            ] {
+                let id = OperationId::for_scope(&scope);
+                assert_eq!(id.partition_key(), scope.partition_key());
+                assert_eq!(uuid::Uuid::from_bytes(id.0).get_version_num(), 8);
+                assert!(id.is_of(&scope));
+            }
+        }
+    }
+
+    #[test]
+    fn given_scopes_with_one_partition_key_when_ids_are_derived_then_they_differ() {
+        let a = ScopedHash([1; 32]);
+        let mut b = a;
+        b.0[31] = 2;
+        assert_ne!(OperationId::for_scope(&a), OperationId::for_scope(&b));
+    }
+
+    #[test]
+    fn given_a_legacy_id_when_checked_then_it_belongs_to_its_scope_and_no_other() {
+        let scope = ScopedHash::of("agent-a", "payments.charge", &key("k-1"));
+        let legacy = OperationId::legacy(&scope);
+        assert_ne!(legacy, OperationId::for_scope(&scope));
+        assert!(legacy.is_of(&scope));
+        let other = ScopedHash::of("agent-a", "payments.charge", &key("k-2"));
+        assert!(!legacy.is_of(&other));
+        assert!(!OperationId::for_scope(&other).is_of(&scope));
+        // Frozen: what builds before the partition-carrying layout derived for this scope.
+        assert_eq!(
+            OperationId::legacy(&ScopedHash([7; 32])).to_string(),
+            LEGACY_ID_OF_SEVENS
+        );
+    }
+
+    /// `OperationId::legacy(ScopedHash([7; 32]))`, as the v1 derivation gave it.
+    const LEGACY_ID_OF_SEVENS: &str =
+        include_str!("../../schemas/fixtures/legacy-id-of-sevens.txt");
+
+    #[test]
+    fn given_a_partition_when_its_own_scope_is_made_then_it_maps_to_that_partition() {
+        for partition in [0, 1, 7, 4095] {
+            let scope = ScopedHash::of_partition(partition);
+            assert_eq!(scope.partition_key(), u64::from(partition));
+            assert_ne!(scope, ScopedHash::of_partition(partition + 1));
+        }
     }
 
     #[test]

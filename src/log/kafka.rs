@@ -180,11 +180,12 @@ impl TopicSpec {
         }
     }
 
-    /// The replies topic: answers matter for seconds; an hour of them is plenty.
-    pub fn replies(name: &str, partitions: u32, replication_factor: u16) -> Self {
+    /// The members topic: one partition of announcements that matter for seconds; an hour of
+    /// them is plenty.
+    pub fn members(name: &str, replication_factor: u16) -> Self {
         Self {
             name: name.to_owned(),
-            partitions,
+            partitions: 1,
             replication_factor,
             config: vec![("retention.ms".to_owned(), "3600000".to_owned())],
         }

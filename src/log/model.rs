@@ -192,7 +192,13 @@ pub trait EventLog: Send + Sync + 'static {
 pub fn partition_for(key: &RecordKey, partition_count: u32) -> u32 {
     let mut prefix = [0u8; 8];
     prefix.copy_from_slice(&key[..8]);
+    partition_of_key(u64::from_be_bytes(prefix), partition_count)
+}
+
+/// The partition of a partition key (a record key's first 8 bytes as big-endian u64, which an
+/// operation id also carries): the same function as [`partition_for`].
+pub fn partition_of_key(partition_key: u64, partition_count: u32) -> u32 {
     let n = u64::from(partition_count.max(1));
     // The remainder is < partition_count, so it always fits in u32.
-    (u64::from_be_bytes(prefix) % n) as u32
+    (partition_key % n) as u32
 }

@@ -29,6 +29,7 @@ impl MemoryStore {
     }
 
     /// A new handle on the same maps: what a restarted process would find.
+    #[cfg_attr(not(any(test, feature = "test-support")), allow(dead_code))]
     pub fn reopen(&self) -> Self {
         self.clone()
     }

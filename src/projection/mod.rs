@@ -17,12 +17,15 @@
 //! | implementation | where |
 //! |---|---|
 //! | [`sled::SledStore`] | the node's data directory (sled 0.34) |
-//! | `memory::MemoryStore` | in memory (`test-support`) |
+//! | `memory::MemoryStore` | in memory (`audit`; `test-support` for tests) |
 
 #[cfg(any(test, feature = "test-support"))]
 pub mod conformance;
+// `audit` folds into memory in production too; only tests see the store itself.
 #[cfg(any(test, feature = "test-support"))]
 pub mod memory;
+#[cfg(not(any(test, feature = "test-support")))]
+pub(crate) mod memory;
 pub mod sled;
 
 use crate::core::key::OperationId;
@@ -62,7 +65,7 @@ pub struct Changes {
 }
 
 /// One partition's operator queue, oldest request first.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QueueSlice {
     /// Up to the limit asked for.
     pub items: Vec<OperationRecord>,

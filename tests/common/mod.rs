@@ -57,7 +57,8 @@ pub fn kafka_log(brokers: &str, name: &str, partitions: u32) -> String {
 backend = "kafka"
 brokers = "{brokers}"
 topic = "{name}.events"
-replies_topic = "{name}.replies"
+members_topic = "{name}.members"
+peer_secret = "test-peer-secret-0123456789"
 group = "{name}"
 replication_factor = 1
 # tansu 0.6 reports a partition's end as its last batch's first offset + 1; one record per

@@ -1,20 +1,22 @@
-//! The metrics consumer (R30): counts what the log's events meant, per tool class and outcome
-//! kind — first execution, re-execution, replay, fingerprint conflict, in progress, unknown
-//! outcome, manual takeover, rejected — and keeps claim latency histograms; rendered in the
-//! Prometheus text format on `GET /metrics`.
+//! The node's metrics, rendered in the Prometheus text format on `GET /metrics`: what the log's
+//! events meant, per tool class and outcome kind — first execution, re-execution, replay,
+//! fingerprint conflict, in progress, unknown outcome, manual takeover, rejected, compensation
+//! failure — claim latency histograms, and the partitions this node runs and serves.
 //!
-//! It observes the arbiters' decisions as each batch commits — derived from the log, since
-//! decisions are a pure function of it — and never writes anything. Label values are fixed words (tool class, outcome,
-//! decision code): no key, body, token or principal ever becomes a label (R7).
+//! Label values are fixed words (tool class, outcome, decision code): no key, body, token or
+//! principal ever becomes a label.
 
-use crate::arbiter::{Observed, Observer};
 use crate::core::contract::ToolClass;
+use crate::partition::arbiter::Observer;
+use crate::partition::fold::{Applied, Observed};
+use crate::partition::ownership::Ownership;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use std::sync::{Arc, OnceLock};
 
 /// Claim latency buckets, in seconds: 0.5 ms to 5 s.
 const LATENCY_BUCKETS: [f64; 14] = [
@@ -40,6 +42,7 @@ pub struct Metrics {
     claim_seconds: Family<LatencyLabels, Histogram, fn() -> Histogram>,
     partitions_assigned: Gauge,
     partitions_serving: Gauge,
+    ownership: OnceLock<Arc<Ownership>>,
 }
 
 impl Default for Metrics {
@@ -85,7 +88,13 @@ impl Metrics {
             claim_seconds,
             partitions_assigned,
             partitions_serving,
+            ownership: OnceLock::new(),
         }
+    }
+
+    /// Shows `ownership`'s partitions on every render from now on (set once).
+    pub fn show_partitions(&self, ownership: Arc<Ownership>) {
+        let _ = self.ownership.set(ownership);
     }
 
     /// Counts one applied event.
@@ -108,14 +117,13 @@ impl Metrics {
             .observe(seconds);
     }
 
-    /// Records how many partitions this node runs arbiters for, and how many of them it serves.
-    pub fn partitions(&self, assigned: usize, serving: usize) {
-        self.partitions_assigned.set(assigned as i64);
-        self.partitions_serving.set(serving as i64);
-    }
-
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
+        if let Some(ownership) = self.ownership.get() {
+            self.partitions_assigned
+                .set(ownership.assigned().len() as i64);
+            self.partitions_serving.set(ownership.served().len() as i64);
+        }
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
@@ -124,8 +132,11 @@ impl Metrics {
 }
 
 impl Observer for Metrics {
-    fn observe(&self, batch: &[Observed]) {
-        batch.iter().for_each(|o| self.count(o));
+    fn observe(&self, batch: &[Applied]) {
+        batch
+            .iter()
+            .filter_map(|a| a.observed.as_ref())
+            .for_each(|o| self.count(o));
     }
 }
 
@@ -134,12 +145,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn partition_counts_are_rendered_as_the_latest_values() {
+    fn partition_counts_are_rendered_as_they_are_now() {
         let metrics = Metrics::new();
-        metrics.partitions(3, 1);
-        metrics.partitions(2, 2);
+        let ownership = Arc::new(Ownership::new(4));
+        metrics.show_partitions(ownership.clone());
+        ownership.set_assigned(1, true);
+        ownership.set_assigned(2, true);
+        ownership.set_serving(2, true);
         let text = metrics.render();
         assert!(text.contains("opledger_partitions_assigned 2\n"), "{text}");
-        assert!(text.contains("opledger_partitions_serving 2\n"), "{text}");
+        assert!(text.contains("opledger_partitions_serving 1\n"), "{text}");
+        ownership.set_serving(1, true);
+        assert!(metrics.render().contains("opledger_partitions_serving 2\n"));
     }
 }

@@ -3,11 +3,12 @@
 use super::*;
 use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
 use crate::core::decision::Decision;
-use crate::core::event::{Claim, Envelope, EventBody, ReplyTo};
+use crate::core::event::{self, Claim, Envelope, EventBody, ReplyTo};
 use crate::core::fingerprint::{Category, FINGERPRINT_VERSION, Fingerprint};
 use crate::core::key::{OperationId, ScopedHash};
 use crate::log::embedded::{EmbeddedLog, EmbeddedOptions};
 use crate::log::model::{NewRecord, partition_for};
+use crate::partition::fold::FoldError;
 use crate::projection::SharedStore;
 use crate::projection::sled::{LogIdentity, SledStore};
 
@@ -179,7 +180,10 @@ async fn given_an_undecodable_event_when_applied_then_the_arbiter_stops_without_
     .expect("arbiter");
     let err = a.catch_up(|_| {}).await.expect_err("must stop");
     assert!(
-        matches!(err, ArbiterError::Undecodable { offset: 1, .. }),
+        matches!(
+            err,
+            ArbiterError::Fold(FoldError::Undecodable { offset: 1, .. })
+        ),
         "{err}"
     );
     assert_eq!(
@@ -210,6 +214,6 @@ async fn given_an_event_under_a_foreign_key_when_applied_then_key_mismatch() {
         Arbiter::new(p, f.log.clone(), projection, Arc::new(Replies::new())).expect("arbiter");
     assert!(matches!(
         a.catch_up(|_| {}).await,
-        Err(ArbiterError::KeyMismatch { offset: 0, .. })
+        Err(ArbiterError::Fold(FoldError::KeyMismatch { offset: 0, .. }))
     ));
 }

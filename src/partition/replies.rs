@@ -1,16 +1,14 @@
 //! The reply path of one node: callers wait for the arbiter's decision on the event they appended.
 //!
 //! A caller registers before appending and puts the returned [`ReplyTo`] into the event; the
-//! arbiter that applies the event delivers the decision here. The node id is random per process,
-//! so events of an earlier incarnation that are re-applied after a restart reach nobody.
-//!
-//! With several nodes on one Kafka log, the arbiter that applies an event may run on another
-//! node than the caller; answers for other nodes go to a [`RemoteReplies`] sink (the replies
-//! topic), and the caller's node hands what arrives there to [`Replies::deliver`].
+//! arbiter that applies the event delivers the decision here. Only the partition's owner appends
+//! (other nodes ask it through the partition service), so the caller and the arbiter are on one
+//! node. The node id is random per process, so events of an earlier incarnation that are
+//! re-applied after a restart — or applied by another node that took the partition over —
+//! reach nobody.
 
-use crate::core::decision::Decision;
+use super::Answer;
 use crate::core::event::ReplyTo;
-use crate::core::operation::OperationRecord;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,27 +17,11 @@ use tokio::sync::oneshot;
 /// Shards of the pending map, so concurrent callers rarely share a lock.
 const SHARDS: usize = 32;
 
-/// A decision and the record as it stands after the event.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Answer {
-    /// The decision.
-    pub decision: Decision,
-    /// The operation's record after the event (`None` if the scope has no operation).
-    pub record: Option<OperationRecord>,
-}
-
-/// Where answers for callers on other nodes go. Must not block: it runs on an arbiter's task.
-pub trait RemoteReplies: Send + Sync {
-    /// Sends `answer` towards node `to.node`.
-    fn send(&self, to: ReplyTo, answer: Answer);
-}
-
 /// Pending callers of this node, by request number.
 pub struct Replies {
     node: u64,
     next: AtomicU64,
     shards: [Mutex<HashMap<u64, oneshot::Sender<Answer>>>; SHARDS],
-    remote: std::sync::OnceLock<Box<dyn RemoteReplies>>,
 }
 
 impl Replies {
@@ -54,29 +36,12 @@ impl Replies {
             node,
             next: AtomicU64::new(0),
             shards: std::array::from_fn(|_| Mutex::new(HashMap::new())),
-            remote: std::sync::OnceLock::new(),
         }
     }
 
     /// This node's incarnation id.
     pub fn node(&self) -> u64 {
         self.node
-    }
-
-    /// Sends answers addressed to other nodes to `remote` from now on (set once).
-    pub fn set_remote(&self, remote: Box<dyn RemoteReplies>) {
-        if self.remote.set(remote).is_err() {
-            tracing::warn!("reply path: a remote sink was already set; keeping the first");
-        }
-    }
-
-    /// Routes an answer from an arbiter: to a waiting caller here, or to another node.
-    pub fn route(&self, to: ReplyTo, answer: Answer) {
-        if to.node == self.node {
-            self.deliver(to, answer);
-        } else if let Some(remote) = self.remote.get() {
-            remote.send(to, answer);
-        }
     }
 
     fn shard(&self, request: u64) -> &Mutex<HashMap<u64, oneshot::Sender<Answer>>> {
@@ -137,6 +102,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::decision::Decision;
 
     fn answer() -> Answer {
         Answer {
@@ -171,32 +137,5 @@ mod tests {
         );
         assert!(rx.try_recv().is_err());
         assert_eq!(replies.pending(), 1);
-    }
-
-    struct Sink(std::sync::mpsc::Sender<(ReplyTo, Answer)>);
-    impl RemoteReplies for Sink {
-        fn send(&self, to: ReplyTo, answer: Answer) {
-            let _ = self.0.send((to, answer));
-        }
-    }
-
-    #[tokio::test]
-    async fn answers_for_other_nodes_go_to_the_remote_sink_and_local_ones_stay() {
-        let replies = Replies::with_node(7);
-        let (tx, rx) = std::sync::mpsc::channel();
-        replies.set_remote(Box::new(Sink(tx)));
-        let (mine, my_rx) = replies.register();
-        let theirs = ReplyTo {
-            node: 8,
-            request: 0,
-        };
-        replies.route(theirs, answer());
-        replies.route(mine, answer());
-        assert_eq!(my_rx.await.expect("answered"), answer());
-        assert_eq!(rx.try_recv().expect("sent on"), (theirs, answer()));
-        assert!(
-            rx.try_recv().is_err(),
-            "a local answer never leaves the node"
-        );
     }
 }

@@ -1,0 +1,205 @@
+//! The members topic: every node announces, about once a second, where it is reached and which
+//! partitions it serves; every node reads every announcement into its [`Directory`], which the
+//! router asks for a partition's owner.
+//!
+//! The topic has one partition; a node reads it from where it stood when the node started.
+//! Nothing on it is a source of truth: a lost announcement only delays the next one, and a
+//! request routed by a stale entry is refused by its addressee (it serves only what it owns).
+
+use super::directory::{Directory, Peer};
+use crate::log::kafka::{Connection, topic_partitions};
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Format of announcements (a u16 prefix, then bincode).
+const MEMBERS_FORMAT: u16 = 1;
+
+/// What a node announces about itself.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Announcement {
+    /// Its incarnation id.
+    pub node: u64,
+    /// Where peers reach it (`http://host:port`).
+    pub advertise: String,
+    /// Partitions it serves.
+    pub partitions: Vec<u32>,
+    /// Partitions the group assigned to it (some may still be catching up).
+    pub assigned: Vec<u32>,
+}
+
+/// A members-topic problem.
+#[derive(Debug, thiserror::Error)]
+pub enum MembersError {
+    /// Unknown format prefix or a body that does not decode.
+    #[error("members-topic message does not decode: {0}")]
+    Undecodable(String),
+    /// Kafka failed.
+    #[error("members topic: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
+    /// The topic has more than one partition: announcements on the others would go unread.
+    #[error("members topic {topic} has {on_broker} partitions; it needs exactly 1")]
+    PartitionCount {
+        /// The topic.
+        topic: String,
+        /// Its partitions on the broker.
+        on_broker: usize,
+    },
+}
+
+/// Encodes an announcement.
+pub fn encode(announcement: &Announcement) -> Vec<u8> {
+    let mut out = MEMBERS_FORMAT.to_be_bytes().to_vec();
+    // Plain data into a Vec: encoding cannot fail.
+    if let Ok(body) = bincode::serde::encode_to_vec(announcement, bincode::config::standard()) {
+        out.extend(body);
+    }
+    out
+}
+
+/// Decodes an announcement.
+pub fn decode(bytes: &[u8]) -> Result<Announcement, MembersError> {
+    match bytes {
+        [a, b, body @ ..] if u16::from_be_bytes([*a, *b]) == MEMBERS_FORMAT => {
+            bincode::serde::decode_from_slice(body, bincode::config::standard())
+                .map(|(m, _)| m)
+                .map_err(|e| MembersError::Undecodable(e.to_string()))
+        }
+        _ => Err(MembersError::Undecodable("unknown format".into())),
+    }
+}
+
+/// Sends announcements.
+pub struct Announcer {
+    producer: FutureProducer,
+    topic: String,
+}
+
+impl Announcer {
+    /// A producer for `topic`.
+    pub fn new(connection: &Connection, topic: &str) -> Result<Self, MembersError> {
+        let producer = connection
+            .client_config()
+            .set("linger.ms", "0")
+            // One announcement per request: some Kafka-protocol brokers (tansu 0.6) show a
+            // multi-record batch's later records only after the next append, and an
+            // announcement must be visible as soon as it is sent.
+            .set("batch.num.messages", "1")
+            .set("message.timeout.ms", "5000")
+            .create()?;
+        Ok(Self {
+            producer,
+            topic: topic.to_owned(),
+        })
+    }
+
+    /// Announces; fire and forget (the next announcement follows within a second).
+    pub fn announce(&self, announcement: &Announcement) {
+        let bytes = encode(announcement);
+        let record = FutureRecord::<(), _>::to(&self.topic)
+            .partition(0)
+            .payload(&bytes);
+        if let Err((e, _)) = self.producer.send_result(record) {
+            tracing::warn!(error = %e, "could not enqueue an announcement");
+        }
+    }
+}
+
+/// Starts reading the members topic from its current end into `directory`; returns once the
+/// position is fixed. Reads until `stop`.
+pub async fn listen(
+    connection: &Connection,
+    topic: &str,
+    directory: Arc<Directory>,
+    mut stop: watch::Receiver<bool>,
+    timeout: Duration,
+) -> Result<tokio::task::JoinHandle<()>, MembersError> {
+    let consumer: StreamConsumer = connection
+        .client_config()
+        .set("group.id", "opledger-members")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("fetch.wait.max.ms", "10")
+        .create()?;
+    let consumer = Arc::new(consumer);
+    let (c, t) = (consumer.clone(), topic.to_owned());
+    let on_broker = tokio::task::spawn_blocking(move || topic_partitions(c.as_ref(), &t, timeout))
+        .await
+        .map_err(|e| MembersError::Undecodable(e.to_string()))??;
+    if on_broker != 1 {
+        return Err(MembersError::PartitionCount {
+            topic: topic.to_owned(),
+            on_broker,
+        });
+    }
+    let (c, t) = (consumer.clone(), topic.to_owned());
+    let (_, high) = tokio::task::spawn_blocking(move || c.fetch_watermarks(&t, 0, timeout))
+        .await
+        .map_err(|e| MembersError::Undecodable(e.to_string()))??;
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Offset(high))?;
+    consumer.assign(&tpl)?;
+    Ok(tokio::spawn(async move {
+        loop {
+            let message = tokio::select! {
+                _ = stop.wait_for(|s| *s) => return,
+                m = consumer.recv() => m,
+            };
+            let message = match message {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::debug!(error = %e, "members topic: transient fetch error");
+                    continue;
+                }
+            };
+            match message.payload().map(decode) {
+                Some(Ok(a)) => directory.announce(
+                    Peer {
+                        node: a.node,
+                        advertise: a.advertise,
+                        partitions: a.partitions,
+                        assigned: a.assigned,
+                    },
+                    Instant::now(),
+                ),
+                Some(Err(e)) => tracing::warn!(error = %e, "members topic: skipped a message"),
+                None => {}
+            }
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Announcement {
+        Announcement {
+            node: 3,
+            advertise: "http://127.0.0.1:7070".into(),
+            partitions: vec![0, 5],
+            assigned: vec![0, 5, 6],
+        }
+    }
+
+    #[test]
+    fn announcements_round_trip_and_foreign_bytes_are_refused() {
+        assert_eq!(decode(&encode(&sample())).expect("decodes"), sample());
+        assert!(decode(b"\x00\x09junk").is_err());
+        assert!(decode(b"").is_err());
+    }
+
+    /// Format 1 of the sample announcement, frozen.
+    const ANNOUNCEMENT_V1_HEX: &str =
+        include_str!("../../schemas/fixtures/members-announcement-v1.hex");
+
+    #[test]
+    fn the_frozen_format_1_announcement_still_decodes() {
+        let bytes = hex::decode(ANNOUNCEMENT_V1_HEX.trim()).expect("fixture is hex");
+        assert_eq!(decode(&bytes).expect("decodes"), sample());
+    }
+}

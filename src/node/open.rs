@@ -1,0 +1,87 @@
+//! Opening what a node runs on: the log (embedded files or Kafka topics) and the projection
+//! store, each checked against the other.
+
+use super::{KAFKA_TIMEOUT, NodeError};
+use crate::config::{Backend, Config, KafkaSettings};
+use crate::log::any::AnyLog;
+use crate::log::embedded::{EmbeddedLog, EmbeddedOptions};
+use crate::log::kafka::{Connection, KafkaLog, KafkaOptions, TopicSpec, ensure_topics};
+use crate::log::model::EventLog;
+use crate::projection::sled::LogIdentity;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Opens the log of a config: the embedded log in the data directory, or the Kafka topics
+/// (created when missing).
+pub async fn open_log(config: &Config) -> Result<Arc<AnyLog>, NodeError> {
+    // Both backends keep this node's projection there; the embedded one its log too.
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| NodeError::DataDir {
+        dir: config.data_dir.clone(),
+        source,
+    })?;
+    match &config.backend {
+        Backend::Embedded => open_embedded(config).map(|log| Arc::new(AnyLog::Embedded(log))),
+        Backend::Kafka(kafka) => open_kafka(config, kafka)
+            .await
+            .map(|log| Arc::new(AnyLog::Kafka(log))),
+    }
+}
+
+/// How a node connects to its Kafka log.
+pub fn kafka_options(config: &Config, kafka: &KafkaSettings) -> KafkaOptions {
+    KafkaOptions {
+        brokers: kafka.brokers.clone(),
+        topic: kafka.topic.clone(),
+        partitions: config.partitions,
+        timeout: KAFKA_TIMEOUT,
+        producer_settings: kafka.librdkafka.clone(),
+        clock: crate::clock::SystemClock::shared(),
+    }
+}
+
+async fn open_kafka(config: &Config, kafka: &KafkaSettings) -> Result<KafkaLog, NodeError> {
+    let in_kafka = |source| NodeError::OpenLog {
+        dir: PathBuf::from(format!("kafka topic {}", kafka.topic)),
+        source,
+    };
+    let specs = [
+        TopicSpec::events(&kafka.topic, config.partitions, kafka.replication_factor),
+        TopicSpec::members(&kafka.members_topic, kafka.replication_factor),
+    ];
+    ensure_topics(
+        &Connection::new(&kafka.brokers, &kafka.librdkafka),
+        &specs,
+        KAFKA_TIMEOUT,
+    )
+    .await
+    .map_err(in_kafka)?;
+    let options = kafka_options(config, kafka);
+    tokio::task::spawn_blocking(move || KafkaLog::open(options))
+        .await
+        .map_err(|e| NodeError::Cluster(format!("opening the Kafka log: {e}")))?
+        .map_err(in_kafka)
+}
+
+fn open_embedded(config: &Config) -> Result<EmbeddedLog, NodeError> {
+    let dir = config.data_dir.join("log");
+    let mut options = EmbeddedOptions::new(config.partitions);
+    if let Some(threads) = config.writer_threads {
+        options.writer_threads = threads;
+    }
+    EmbeddedLog::open(&dir, options).map_err(|source| NodeError::OpenLog { dir, source })
+}
+
+pub(super) fn identity(log: &AnyLog) -> LogIdentity {
+    let log_id = match log {
+        AnyLog::Embedded(log) => *log.log_id().as_bytes(),
+        AnyLog::Kafka(log) => log.log_id(),
+    };
+    LogIdentity {
+        log_id,
+        partitions: log.partition_count(),
+    }
+}
+
+pub(super) fn projection_dir(config: &Config) -> PathBuf {
+    config.data_dir.join("projection")
+}

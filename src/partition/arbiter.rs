@@ -1,0 +1,219 @@
+//! The arbiter: the single writer of one partition's projection.
+//!
+//! It reads the partition strictly in offset order, folds each batch ([`fold`](super::fold)),
+//! commits the changed records together with the partition's new position in one atomic store
+//! commit, and only then wakes the callers waiting on those events. Because the position and the
+//! records move together, re-applying an offset the projection already has cannot happen, and a
+//! crash between the log's fsync and the store's write just means the events are applied again
+//! on restart — with the same decisions, since decisions depend only on the log.
+
+use super::fold::{Applied, FoldError, fold_batch};
+use super::replies::Replies;
+use super::{Answer, Progress};
+use crate::log::model::{EventLog, LogError};
+use crate::projection::{Position, ProjectionError, SharedStore};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Most records applied in one store commit.
+pub const APPLY_BATCH_RECORDS_MAX: usize = 2048;
+
+/// Why an arbiter stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ArbiterError {
+    /// The log failed.
+    #[error("partition {partition}: log: {source}")]
+    Log {
+        /// Partition.
+        partition: u32,
+        /// Why.
+        source: LogError,
+    },
+    /// The projection store failed.
+    #[error("partition {partition}: {source}")]
+    Projection {
+        /// Partition.
+        partition: u32,
+        /// Why.
+        source: ProjectionError,
+    },
+    /// The fold stopped at an event it cannot apply.
+    #[error(transparent)]
+    Fold(#[from] FoldError),
+    /// The projection has applied more of the partition than the log holds: it was built from
+    /// another log.
+    #[error(
+        "partition {partition}: the projection has applied {applied} events but the log has \
+         {end}: it was built from another log; run `opledger rebuild`"
+    )]
+    AheadOfLog {
+        /// Partition.
+        partition: u32,
+        /// Events the projection applied.
+        applied: u64,
+        /// Events in the log.
+        end: u64,
+    },
+}
+
+/// Receives every committed batch's applied events, before their callers are answered — so a
+/// caller that has its answer can already see it counted. Must be quick and must not block: it
+/// runs on the arbiter's task.
+pub trait Observer: Send + Sync {
+    /// One committed batch, in offset order.
+    fn observe(&self, batch: &[Applied]);
+}
+
+/// One partition's arbiter.
+pub struct Arbiter<L: EventLog> {
+    partition: u32,
+    log: Arc<L>,
+    projection: SharedStore,
+    replies: Arc<Replies>,
+    position: Position,
+    observer: Option<Arc<dyn Observer>>,
+}
+
+impl<L: EventLog> Arbiter<L> {
+    /// An arbiter that resumes at the projection's position.
+    pub fn new(
+        partition: u32,
+        log: Arc<L>,
+        projection: SharedStore,
+        replies: Arc<Replies>,
+    ) -> Result<Self, ArbiterError> {
+        let position = projection
+            .position(partition)
+            .map_err(|source| ArbiterError::Projection { partition, source })?;
+        Ok(Self {
+            partition,
+            log,
+            projection,
+            replies,
+            position,
+            observer: None,
+        })
+    }
+
+    /// Tells `observer` what each committed event meant.
+    pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The next offset this arbiter will apply.
+    pub fn next_offset(&self) -> u64 {
+        self.position.next_offset
+    }
+
+    /// The log's end now, refusing a projection that is ahead of it.
+    pub async fn end(&self) -> Result<u64, ArbiterError> {
+        let partition = self.partition;
+        let end = self
+            .log
+            .end_offset(partition)
+            .await
+            .map_err(|source| ArbiterError::Log { partition, source })?;
+        if self.position.next_offset > end {
+            return Err(ArbiterError::AheadOfLog {
+                partition,
+                applied: self.position.next_offset,
+                end,
+            });
+        }
+        Ok(end)
+    }
+
+    /// Applies everything durable up to the log's end at the time of the call; `progress` is
+    /// called after every batch. Used at start-up and by `rebuild`.
+    pub async fn catch_up(&mut self, progress: impl FnMut(Progress)) -> Result<u64, ArbiterError> {
+        self.catch_up_to_end(None, progress).await?;
+        Ok(self.position.next_offset)
+    }
+
+    /// Like [`catch_up`](Self::catch_up), but stops between batches once `stop` turns true;
+    /// returns whether it reached the end it saw at the start.
+    pub async fn catch_up_unless(
+        &mut self,
+        stop: &watch::Receiver<bool>,
+    ) -> Result<bool, ArbiterError> {
+        self.catch_up_to_end(Some(stop), |_| {}).await
+    }
+
+    async fn catch_up_to_end(
+        &mut self,
+        stop: Option<&watch::Receiver<bool>>,
+        mut progress: impl FnMut(Progress),
+    ) -> Result<bool, ArbiterError> {
+        let end = self.end().await?;
+        let start = self.position.next_offset;
+        while self.position.next_offset < end {
+            if stop.is_some_and(|s| *s.borrow()) {
+                return Ok(false);
+            }
+            let want = APPLY_BATCH_RECORDS_MAX.min((end - self.position.next_offset) as usize);
+            self.step(want).await?;
+            progress(Progress {
+                applied: self.position.next_offset - start,
+                total: end - start,
+            });
+        }
+        Ok(true)
+    }
+
+    /// Runs until `stop` turns true or the log closes.
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<(), ArbiterError> {
+        let partition = self.partition;
+        loop {
+            let waited = tokio::select! {
+                biased;
+                _ = stop.wait_for(|s| *s) => return Ok(()),
+                waited = self.log.wait_beyond(partition, self.position.next_offset) => waited,
+            };
+            match waited {
+                Ok(()) => self.step(APPLY_BATCH_RECORDS_MAX).await?,
+                Err(LogError::Closed) => return Ok(()),
+                Err(source) => return Err(ArbiterError::Log { partition, source }),
+            }
+        }
+    }
+
+    async fn step(&mut self, max: usize) -> Result<(), ArbiterError> {
+        let partition = self.partition;
+        let records = self
+            .log
+            .read(partition, self.position.next_offset, max)
+            .await
+            .map_err(|source| ArbiterError::Log { partition, source })?;
+        if records.is_empty() {
+            return Ok(());
+        }
+        let folded = fold_batch(partition, self.position, self.projection.as_ref(), &records)?;
+        self.projection
+            .commit(partition, folded.position, folded.changes)
+            .await
+            .map_err(|source| ArbiterError::Projection { partition, source })?;
+        self.position = folded.position;
+        if let Some(observer) = &self.observer {
+            observer.observe(&folded.applied);
+        }
+        for applied in folded.applied {
+            if let Some(to) = applied.reply_to {
+                // Answers for another node or an earlier incarnation reach nobody: its caller
+                // timed out with a retriable answer and asks again.
+                self.replies.deliver(
+                    to,
+                    Answer {
+                        decision: applied.decision,
+                        record: applied.record,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "arbiter_tests.rs"]
+mod tests;

@@ -1,0 +1,184 @@
+//! The service of a partition this node owns: it appends events to the log and waits for the
+//! arbiter's decision, and reads the arbiter's projection. It answers only while the node
+//! serves the partition; a caller whose partition stops being served meanwhile is told so at
+//! once (retriable), rather than after its decision wait.
+
+use super::fold::find;
+use super::ownership::Ownership;
+use super::replies::Replies;
+use super::{Answer, Lookup, Partition, PartitionError};
+use crate::core::event::{self, Envelope, EventBody, ReplyTo};
+use crate::core::key::{OperationId, ScopedHash};
+use crate::core::operation::OperationRecord;
+use crate::log::model::{EventLog, NewRecord, partition_for};
+use crate::projection::{QueueSlice, SharedStore};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a caller waits for the arbiter's decision after its event is durable.
+pub const DECISION_WAIT_DEFAULT: Duration = Duration::from_secs(10);
+
+/// Most queue entries a partition counts for the operator queue's total.
+pub const QUEUE_COUNT_MAX: usize = 10_000;
+
+/// What the local partitions of a node share.
+pub struct Shared<L> {
+    /// The log.
+    pub log: Arc<L>,
+    /// The arbiters' projection.
+    pub store: SharedStore,
+    /// Callers waiting for decisions.
+    pub replies: Arc<Replies>,
+    /// Which partitions this node serves.
+    pub ownership: Arc<Ownership>,
+    /// How long a caller waits for its decision.
+    pub decision_wait: Duration,
+    /// Whether this node is alone on its log: its projection is then current for every
+    /// partition, so a read by an id of the earlier layout (which carries no partition) may be
+    /// answered whichever partition it was asked of.
+    pub sole: bool,
+}
+
+/// One partition of this node.
+pub struct LocalPartition<L> {
+    partition: u32,
+    shared: Arc<Shared<L>>,
+}
+
+impl<L: EventLog> LocalPartition<L> {
+    /// The local service of every partition of the log.
+    pub fn all(shared: Arc<Shared<L>>) -> Vec<Arc<dyn Partition>> {
+        (0..shared.log.partition_count())
+            .map(|partition| {
+                Arc::new(Self {
+                    partition,
+                    shared: shared.clone(),
+                }) as Arc<dyn Partition>
+            })
+            .collect()
+    }
+
+    fn check_serving(&self) -> Result<(), PartitionError> {
+        if self.shared.ownership.serves(self.partition) {
+            Ok(())
+        } else {
+            Err(PartitionError::NotServing {
+                partition: self.partition,
+            })
+        }
+    }
+
+    async fn submit_now(
+        &self,
+        scope: ScopedHash,
+        body: EventBody,
+    ) -> Result<Answer, PartitionError> {
+        self.check_serving()?;
+        let partition = self.partition;
+        debug_assert_eq!(
+            partition_for(&scope.0, self.shared.log.partition_count()),
+            partition,
+            "routed to the wrong partition"
+        );
+        let replies = &self.shared.replies;
+        let (reply_to, decided) = replies.register();
+        // However this call ends — answered, failed, or dropped because the client went away —
+        // the pending entry goes (a no-op once the answer was delivered).
+        let _pending = Pending {
+            replies,
+            to: reply_to,
+        };
+        let envelope = Envelope {
+            scope,
+            operation_id: OperationId::for_scope(&scope),
+            reply_to: Some(reply_to),
+            body,
+        };
+        let payload =
+            event::encode(&envelope).map_err(|e| PartitionError::Unavailable(e.to_string()))?;
+        // An event the decoder would refuse must never become durable, or it would stop its
+        // partition's arbiter.
+        if payload.len() > event::EVENT_BYTES_MAX {
+            return Err(PartitionError::EventTooLarge {
+                max: event::EVENT_BYTES_MAX,
+            });
+        }
+        let record = NewRecord {
+            key: scope.0,
+            payload,
+        };
+        if let Err(e) = self.shared.log.append(partition, vec![record]).await {
+            tracing::error!(partition, scope = %scope.prefix(), error = %e, "append failed");
+            return Err(PartitionError::Unavailable(e.to_string()));
+        }
+        tokio::select! {
+            answer = tokio::time::timeout(self.shared.decision_wait, decided) => match answer {
+                Ok(Ok(answer)) => Ok(answer),
+                _ => {
+                    tracing::warn!(partition, scope = %scope.prefix(), "decision did not arrive in time");
+                    Err(PartitionError::DecisionTimeout)
+                }
+            },
+            // The arbiter stopped (the partition moved to another node): the event is durable
+            // and the new owner decides it; asking again gets its decision.
+            () = self.shared.ownership.stopped_serving(partition) => {
+                Err(PartitionError::Moved { partition })
+            }
+        }
+    }
+
+    fn read_now(&self, lookup: Lookup) -> Result<Option<OperationRecord>, PartitionError> {
+        self.check_serving()?;
+        let store = self.shared.store.as_ref();
+        let record = match lookup {
+            Lookup::Scope(scope) => find(store, &scope)?,
+            Lookup::Id(id) => store.get(&id)?,
+        };
+        // A copy of another partition's record may be stale (this node served that partition
+        // once); only a node alone on its log keeps every partition current.
+        let count = self.shared.log.partition_count();
+        Ok(record
+            .filter(|r| self.shared.sole || partition_for(&r.scope.0, count) == self.partition))
+    }
+
+    fn queue_now(&self, limit: usize) -> Result<QueueSlice, PartitionError> {
+        self.check_serving()?;
+        Ok(self
+            .shared
+            .store
+            .queue(self.partition, limit, QUEUE_COUNT_MAX)?)
+    }
+}
+
+impl<L: EventLog> Partition for LocalPartition<L> {
+    fn submit(
+        &self,
+        scope: ScopedHash,
+        body: EventBody,
+    ) -> crate::BoxFuture<'_, Result<Answer, PartitionError>> {
+        Box::pin(self.submit_now(scope, body))
+    }
+
+    fn read(
+        &self,
+        lookup: Lookup,
+    ) -> crate::BoxFuture<'_, Result<Option<OperationRecord>, PartitionError>> {
+        Box::pin(std::future::ready(self.read_now(lookup)))
+    }
+
+    fn queue(&self, limit: usize) -> crate::BoxFuture<'_, Result<QueueSlice, PartitionError>> {
+        Box::pin(std::future::ready(self.queue_now(limit)))
+    }
+}
+
+/// Removes a caller's pending reply entry when its call ends, however it ends.
+struct Pending<'a> {
+    replies: &'a Replies,
+    to: ReplyTo,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.replies.cancel(self.to);
+    }
+}

@@ -1,0 +1,125 @@
+//! The partition as a service: everything the ledger asks of one partition goes through the
+//! typed [`Partition`] interface, answered by the partition's owner.
+//!
+//! ```text
+//!  ledger ──► router ──► Partition ─┬─ LocalPartition ──► log.append ──► arbiter (fold) ──► store
+//!  (validates,  (partition of       │   (this node owns it)      ▲  answer ◄── replies ◄──┘
+//!   authorises)  a scope or an id)  └─ RemotePartition ──► the owner's LocalPartition
+//!                                      (typed peer messages, cluster::peer)
+//! ```
+//!
+//! * [`fold`]: the one fold of log records into operation records, shared by the arbiter,
+//!   `rebuild`, `audit` and the consumers.
+//! * [`arbiter`]: the single writer of one partition's projection.
+//! * [`local`]: the service of a partition this node owns: submit appends and waits for the
+//!   arbiter's decision; reads and the operator queue come from its projection.
+//! * [`replies`]: callers waiting for the decision on the event they appended.
+//! * [`ownership`]: which partitions this node serves.
+//!
+//! Only the owner appends a partition's events, and only while it serves the partition: a
+//! request for a partition nobody serves is refused at once ([`PartitionError::NotServing`],
+//! retriable) and appends nothing.
+
+pub mod arbiter;
+pub mod fold;
+pub mod local;
+pub mod ownership;
+pub mod replies;
+
+use crate::core::decision::Decision;
+use crate::core::event::EventBody;
+use crate::core::key::{OperationId, ScopedHash};
+use crate::core::operation::OperationRecord;
+use crate::projection::{ProjectionError, QueueSlice};
+use serde::{Deserialize, Serialize};
+
+/// A decision and the record as it stands after the event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answer {
+    /// The decision.
+    pub decision: Decision,
+    /// The operation's record after the event (`None` if the scope has no operation).
+    pub record: Option<OperationRecord>,
+}
+
+/// How a read names an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Lookup {
+    /// By its public id.
+    Id(OperationId),
+    /// By its scope (what a claim knows).
+    Scope(ScopedHash),
+}
+
+/// Progress of a catch-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Events applied so far.
+    pub applied: u64,
+    /// Events to apply in all.
+    pub total: u64,
+}
+
+/// Why a partition could not answer. Every variant but `Store` means "ask again": the same
+/// call is safe to repeat (same key and holder, same operation).
+#[derive(Debug, thiserror::Error)]
+pub enum PartitionError {
+    /// Nobody serves the partition right now (its owner is catching up, moving, or gone);
+    /// nothing was appended.
+    #[error(
+        "partition {partition} has no serving owner right now (a node joined or left); retry shortly"
+    )]
+    NotServing {
+        /// The partition.
+        partition: u32,
+    },
+    /// The event would be larger than an event may be; nothing was appended.
+    #[error("the request makes an event larger than {max} bytes")]
+    EventTooLarge {
+        /// The largest event.
+        max: usize,
+    },
+    /// The partition moved to another node while the decision was pending; the event is
+    /// durable and the new owner decides it.
+    #[error(
+        "partition {partition} moved to another node while the decision was pending; retry the same call"
+    )]
+    Moved {
+        /// The partition.
+        partition: u32,
+    },
+    /// The log did not acknowledge the event: it may or may not be recorded.
+    #[error("the log did not acknowledge the event; retry the same call: {0}")]
+    Unavailable(String),
+    /// The event is durable but its decision did not arrive in time.
+    #[error("the decision did not arrive in time; retry the same call")]
+    DecisionTimeout,
+    /// The owner could not be reached, or did not answer in time: the event may or may not
+    /// have been appended.
+    #[error("the partition's owner could not be reached; retry the same call: {0}")]
+    Peer(String),
+    /// The projection store failed.
+    #[error(transparent)]
+    Store(#[from] ProjectionError),
+}
+
+/// One partition's service. Implemented by [`local::LocalPartition`] on the owner and by the
+/// cluster's remote partition everywhere else; callers cannot tell them apart.
+pub trait Partition: Send + Sync {
+    /// Appends an event about the operation with `scope` and waits for the arbiter's decision.
+    fn submit(
+        &self,
+        scope: ScopedHash,
+        body: EventBody,
+    ) -> crate::BoxFuture<'_, Result<Answer, PartitionError>>;
+
+    /// The latest record of an operation of this partition (`None`: no such operation).
+    fn read(
+        &self,
+        lookup: Lookup,
+    ) -> crate::BoxFuture<'_, Result<Option<OperationRecord>, PartitionError>>;
+
+    /// The partition's operator queue: the first `limit` entries, oldest request first, and
+    /// how many it holds.
+    fn queue(&self, limit: usize) -> crate::BoxFuture<'_, Result<QueueSlice, PartitionError>>;
+}
