@@ -32,7 +32,11 @@ async fn audit_and_rebuild_give_the_same_digest_and_a_broken_projection_is_rebui
             .await;
     }
     let audit = server.cli_json("audit");
-    assert_eq!(audit["events"], 30 + 20 + 30);
+    assert_eq!(common::operation_events(&audit), 30 + 20 + 30);
+    assert_eq!(
+        audit["events_by_type"]["owner_changed"], 4,
+        "one start: each of the 4 partitions taken over once"
+    );
     assert_eq!(audit["operations"]["completed"], 10);
     assert_eq!(audit["operations"]["failed"], 10);
     assert_eq!(audit["operations"]["processing"], 10);

@@ -397,7 +397,12 @@ async fn the_same_workload_gives_the_same_audit_digest_on_both_backends() {
             "workload shows {expected}: {decisions:?}"
         );
     }
-    assert_eq!(embedded_audit["events"], kafka_audit["events"]);
+    // Ownership changes differ by how often each partition changed hands; the operations'
+    // events, and everything derived from them, do not.
+    assert_eq!(
+        common::operation_events(&embedded_audit),
+        common::operation_events(&kafka_audit)
+    );
     assert_eq!(embedded_audit["operations"], kafka_audit["operations"]);
     assert_eq!(embedded_audit["digest"], kafka_audit["digest"]);
 }

@@ -6,9 +6,8 @@ use super::placement::PlacementEvent;
 use crate::log::any::AnyLog;
 use crate::log::model::LogError;
 use crate::partition::arbiter::{Arbiter, ArbiterError, Observer};
+use crate::partition::local::Shared;
 use crate::partition::ownership::Ownership;
-use crate::partition::replies::Replies;
-use crate::projection::SharedStore;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,16 +16,12 @@ use tokio::sync::{Notify, mpsc, watch};
 /// What an arbiter of any partition needs.
 #[derive(Clone)]
 pub struct ArbiterParts {
-    /// The log.
-    pub log: Arc<AnyLog>,
-    /// This node's projection.
-    pub store: SharedStore,
-    /// Callers waiting on this node.
-    pub replies: Arc<Replies>,
+    /// The log, the projection, the waiting callers and which partitions this node serves.
+    pub shared: Arc<Shared<AnyLog>>,
+    /// This node's name in ownership events.
+    pub owner: String,
     /// Counts what arbiters apply live.
     pub observer: Arc<dyn Observer>,
-    /// Which partitions this node serves.
-    pub ownership: Arc<Ownership>,
     /// Woken whenever a partition starts or stops being served (to announce it).
     pub changed: Arc<Notify>,
 }
@@ -68,7 +63,7 @@ pub async fn manage(
                         if running.contains_key(&partition) {
                             continue;
                         }
-                        parts.ownership.set_assigned(partition, true);
+                        parts.shared.ownership.set_assigned(partition, true);
                         let (stop_tx, stop_rx) = watch::channel(false);
                         let task = tokio::spawn(run_partition(
                             partition,
@@ -81,7 +76,7 @@ pub async fn manage(
                 }
                 Some(PlacementEvent::Revoked(revoked, done)) => {
                     for partition in revoked {
-                        stop_partition(&mut running, &parts.ownership, partition).await;
+                        stop_partition(&mut running, &parts.shared.ownership, partition).await;
                     }
                     parts.changed.notify_one();
                     let _ = done.send(());
@@ -91,7 +86,7 @@ pub async fn manage(
     };
     let all: Vec<u32> = running.keys().copied().collect();
     for partition in all {
-        stop_partition(&mut running, &parts.ownership, partition).await;
+        stop_partition(&mut running, &parts.shared.ownership, partition).await;
     }
     result
 }
@@ -111,33 +106,48 @@ async fn run_partition(
             self.0.set_serving(self.1, false);
         }
     }
+    let shared = &p.shared;
     loop {
         let outcome = async {
-            let mut arbiter =
-                Arbiter::new(partition, p.log.clone(), p.store.clone(), p.replies.clone())?;
+            let mut arbiter = Arbiter::new(
+                partition,
+                shared.log.clone(),
+                shared.store.clone(),
+                shared.replies.clone(),
+            )?;
             if !arbiter.catch_up_unless(&stop).await? {
                 return Ok(());
             }
             // Counted from here on: what catch-up re-applied was counted when first applied.
-            let arbiter = arbiter.with_observer(p.observer.clone());
-            p.ownership.set_serving(partition, true);
-            let _serving = Serving(&p.ownership, partition);
+            let running = arbiter.with_observer(p.observer.clone()).run(stop.clone());
+            tokio::pin!(running);
+            // The ownership event is applied by the arbiter that runs now; only then is the
+            // partition served, so no lease of it lapses for the time it had no owner.
+            tokio::select! {
+                ended = &mut running => return ended,
+                recorded = shared.record_ownership(partition, &p.owner) => {
+                    if let Err(e) = recorded {
+                        return Err(ArbiterError::Ownership { partition, reason: e.to_string() });
+                    }
+                }
+            }
+            shared.ownership.set_serving(partition, true);
+            let _serving = Serving(&shared.ownership, partition);
             p.changed.notify_one();
-            tracing::info!(
-                partition,
-                next = arbiter.next_offset(),
-                "arbiter caught up; serving the partition"
-            );
-            arbiter.run(stop.clone()).await
+            tracing::info!(partition, "arbiter caught up; serving the partition");
+            running.await
         }
         .await;
         p.changed.notify_one();
         match outcome {
             Ok(()) => return,
-            Err(ArbiterError::Log {
-                source: LogError::Io { .. },
-                ..
-            }) if !*stop.borrow() => {
+            Err(
+                ArbiterError::Log {
+                    source: LogError::Io { .. },
+                    ..
+                }
+                | ArbiterError::Ownership { .. },
+            ) if !*stop.borrow() => {
                 tracing::warn!(partition, "arbiter lost the log for a moment; resuming");
                 tokio::select! {
                     _ = stopped(&mut stop) => return,

@@ -93,7 +93,7 @@ pub async fn join(
     let watchdog = tokio::spawn(rejoin_when_orphaned(
         placement.rejoin_handle(),
         directory.clone(),
-        parts.ownership.clone(),
+        parts.shared.ownership.clone(),
         stop.clone(),
     ));
     Ok(Joined {
@@ -151,8 +151,8 @@ async fn announce(
 ) {
     let changed: Arc<Notify> = parts.changed.clone();
     loop {
-        me.partitions = parts.ownership.served();
-        me.assigned = parts.ownership.assigned();
+        me.partitions = parts.shared.ownership.served();
+        me.assigned = parts.shared.ownership.assigned();
         announcer.announce(&me);
         tokio::select! {
             _ = stopped(&mut stop) => return,

@@ -87,6 +87,11 @@ pub enum EventBody {
     CompensationClaimed(CompensationClaim),
     /// The retention consumer asks to expire a settled operation whose retention lapsed (R22).
     ExpiryRequested,
+    /// A node took the partition over (it caught up and serves it from now on). An event of
+    /// the partition, not of an operation: its scope is [`ScopedHash::of_partition`]. No lease
+    /// of the partition lapses before this event's time plus the lease's length, so lease time
+    /// never runs out while a partition has no owner.
+    OwnerChanged(OwnerChange),
 }
 
 impl EventBody {
@@ -104,6 +109,7 @@ impl EventBody {
             Self::EvidenceReported(_) => "evidence_reported",
             Self::CompensationClaimed(_) => "compensation_claimed",
             Self::ExpiryRequested => "expiry_requested",
+            Self::OwnerChanged(_) => "owner_changed",
         }
     }
 }
@@ -123,6 +129,13 @@ pub struct Claim {
     pub parent: Option<OperationId>,
     /// The contract terms in force when the claim was made.
     pub terms: ContractTerms,
+}
+
+/// A node taking a partition over.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnerChange {
+    /// The new owner (its node incarnation, as logs name it).
+    pub owner: String,
 }
 
 /// An operator's action on an operation.

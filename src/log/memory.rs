@@ -60,6 +60,15 @@ impl MemoryLog {
         self.clone()
     }
 
+    /// A handle on the same storage that stamps with another clock: another node appending to
+    /// the same topic.
+    pub fn with_clock(&self, clock: SharedClock) -> Self {
+        Self {
+            storage: self.storage.clone(),
+            clock,
+        }
+    }
+
     /// Closes the log: waiters get [`LogError::Closed`], appends are refused.
     pub fn close(&self) {
         self.storage.closed.send_replace(true);

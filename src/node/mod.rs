@@ -60,6 +60,14 @@ pub enum NodeError {
     /// The Kafka cluster could not be joined.
     #[error("cannot join the Kafka cluster: {0}")]
     Cluster(String),
+    /// The node could not record in the log that it took a partition over.
+    #[error("cannot record this node's ownership of partition {partition}: {source}")]
+    Ownership {
+        /// The partition.
+        partition: u32,
+        /// Why.
+        source: crate::partition::PartitionError,
+    },
     /// The data directory cannot be created.
     #[error("cannot create the data directory {dir}: {source}")]
     DataDir {
@@ -126,16 +134,25 @@ impl Node {
             decision_wait: DECISION_WAIT_DEFAULT,
             sole: matches!(config.backend, Backend::Embedded),
         });
-        let local = LocalPartition::all(shared);
+        let local = LocalPartition::all(shared.clone());
+        let owner = format!("{:016x}", replies.node());
         let mut arbiters = JoinSet::new();
         let mut tasks = Vec::new();
         let (router, placement, inbound) = match &config.backend {
             Backend::Embedded => {
                 let caught_up = catch_up_all(&log, &store, &replies, progress).await?;
-                for (partition, arbiter) in (0..).zip(caught_up) {
+                for arbiter in caught_up {
+                    arbiters.spawn(arbiter.with_observer(metrics.clone()).run(stopped.clone()));
+                }
+                // This start is an ownership change: leases granted before the node stopped run
+                // again for their full length (nobody could report to a stopped node).
+                for partition in 0..count {
+                    shared
+                        .record_ownership(partition, &owner)
+                        .await
+                        .map_err(|source| NodeError::Ownership { partition, source })?;
                     ownership.set_assigned(partition, true);
                     ownership.set_serving(partition, true);
-                    arbiters.spawn(arbiter.with_observer(metrics.clone()).run(stopped.clone()));
                 }
                 (
                     Arc::new(Router::new(local, ownership.clone(), None)),
@@ -145,11 +162,9 @@ impl Node {
             }
             Backend::Kafka(kafka) => {
                 let parts = ArbiterParts {
-                    log: log.clone(),
-                    store: store.clone(),
-                    replies: replies.clone(),
+                    shared: shared.clone(),
+                    owner,
                     observer: metrics.clone(),
-                    ownership: ownership.clone(),
                     changed: Arc::new(Notify::new()),
                 };
                 let key = peer_key(kafka)?;

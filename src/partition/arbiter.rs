@@ -40,6 +40,15 @@ pub enum ArbiterError {
     /// The fold stopped at an event it cannot apply.
     #[error(transparent)]
     Fold(#[from] FoldError),
+    /// The ownership of the partition could not be recorded in the log (the log is
+    /// unavailable): the partition is not served until it is.
+    #[error("partition {partition}: cannot record this node's ownership: {reason}")]
+    Ownership {
+        /// Partition.
+        partition: u32,
+        /// Why.
+        reason: String,
+    },
     /// The projection has applied more of the partition than the log holds: it was built from
     /// another log.
     #[error(

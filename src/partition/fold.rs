@@ -4,14 +4,14 @@
 //!
 //! For each record, in offset order: decode the event, check that its key, scope and operation
 //! id agree, take its time in the fold (never before the previous event's, see
-//! [`PartitionState::advance`]), find the operation's record by scope, and apply the pure state
-//! machine. A batch's changes and the partition's new [`Position`] are then committed together.
+//! [`PartitionState::advance`]), find the operation's record by scope, and apply the event with
+//! the pure core ([`PartitionState::apply`]: an ownership change, or the operation state
+//! machine). A batch's changes and the partition's new [`Position`] are then committed together.
 
 use crate::core::contract::ToolClass;
 use crate::core::decision::Decision;
-use crate::core::event::{self, LoggedEvent, ReplyTo};
+use crate::core::event::{self, EventBody, LoggedEvent, ReplyTo};
 use crate::core::key::{OperationId, ScopedHash};
-use crate::core::machine;
 use crate::core::operation::{OpState, OperationRecord};
 use crate::core::outcome::{OutcomeKind, classify};
 use crate::core::partition::PartitionState;
@@ -140,14 +140,22 @@ pub fn fold_batch(
             envelope,
         };
         let scope = logged.envelope.scope;
+        let own_event = matches!(logged.envelope.body, EventBody::OwnerChanged(_));
+        // An event of the partition itself is under the partition's own scope, and nothing else
+        // is: either confusion would put records under the wrong key.
+        if own_event != (scope == ScopedHash::of_partition(partition)) {
+            return Err(FoldError::KeyMismatch { partition, offset });
+        }
         let current = match changed.get(&scope) {
             Some(r) => Some(r.clone()),
+            None if own_event => None,
             None => find(store, &scope).map_err(projection)?,
-        };
+        }
+        .map(|r| state.effective(r));
         queued_before
             .entry(scope)
             .or_insert_with(|| in_queue(current.as_ref()));
-        let outcome = machine::apply(current.as_ref(), &logged);
+        let outcome = state.apply(current.as_ref(), &logged);
         let after = match outcome.changed {
             Some(next) => {
                 changed.insert(scope, next.clone());

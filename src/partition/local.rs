@@ -7,7 +7,7 @@ use super::fold::find;
 use super::ownership::Ownership;
 use super::replies::Replies;
 use super::{Answer, Lookup, Partition, PartitionError};
-use crate::core::event::{self, Envelope, EventBody, ReplyTo};
+use crate::core::event::{self, Envelope, EventBody, OwnerChange, ReplyTo};
 use crate::core::key::{OperationId, ScopedHash};
 use crate::core::operation::OperationRecord;
 use crate::log::model::{EventLog, NewRecord, partition_for};
@@ -37,6 +37,78 @@ pub struct Shared<L> {
     /// partition, so a read by an id of the earlier layout (which carries no partition) may be
     /// answered whichever partition it was asked of.
     pub sole: bool,
+}
+
+impl<L: EventLog> Shared<L> {
+    /// Appends one event to `partition` and returns the wait for its decision (bounded by the
+    /// decision wait). Only an owner calls this: for its callers, or to record its ownership.
+    async fn append(
+        &self,
+        partition: u32,
+        scope: ScopedHash,
+        body: EventBody,
+    ) -> Result<
+        impl std::future::Future<Output = Result<Answer, PartitionError>> + '_,
+        PartitionError,
+    > {
+        let (reply_to, decided) = self.replies.register();
+        // However the call ends — answered, failed, or dropped because the client went away —
+        // the pending entry goes (a no-op once the answer was delivered).
+        let pending = Pending {
+            replies: &self.replies,
+            to: reply_to,
+        };
+        let envelope = Envelope {
+            scope,
+            operation_id: OperationId::for_scope(&scope),
+            reply_to: Some(reply_to),
+            body,
+        };
+        let payload =
+            event::encode(&envelope).map_err(|e| PartitionError::Unavailable(e.to_string()))?;
+        // An event the decoder would refuse must never become durable, or it would stop its
+        // partition's arbiter.
+        if payload.len() > event::EVENT_BYTES_MAX {
+            return Err(PartitionError::EventTooLarge {
+                max: event::EVENT_BYTES_MAX,
+            });
+        }
+        let record = NewRecord {
+            key: scope.0,
+            payload,
+        };
+        if let Err(e) = self.log.append(partition, vec![record]).await {
+            tracing::error!(partition, scope = %scope.prefix(), error = %e, "append failed");
+            return Err(PartitionError::Unavailable(e.to_string()));
+        }
+        let wait = self.decision_wait;
+        Ok(async move {
+            let _pending = pending;
+            match tokio::time::timeout(wait, decided).await {
+                Ok(Ok(answer)) => Ok(answer),
+                _ => {
+                    tracing::warn!(partition, scope = %scope.prefix(), "decision did not arrive in time");
+                    Err(PartitionError::DecisionTimeout)
+                }
+            }
+        })
+    }
+
+    /// Records in the log that `owner` (this node) took `partition` over, and waits until its
+    /// arbiter has applied it. Call once the arbiter has caught up and runs, before serving:
+    /// from this event on, no lease granted earlier lapses before its full length has passed.
+    pub async fn record_ownership(
+        &self,
+        partition: u32,
+        owner: &str,
+    ) -> Result<Answer, PartitionError> {
+        let body = EventBody::OwnerChanged(OwnerChange {
+            owner: owner.to_owned(),
+        });
+        self.append(partition, ScopedHash::of_partition(partition), body)
+            .await?
+            .await
+    }
 }
 
 /// One partition of this node.
@@ -74,55 +146,18 @@ impl<L: EventLog> LocalPartition<L> {
         body: EventBody,
     ) -> Result<Answer, PartitionError> {
         self.check_serving()?;
-        let partition = self.partition;
         debug_assert_eq!(
             partition_for(&scope.0, self.shared.log.partition_count()),
-            partition,
+            self.partition,
             "routed to the wrong partition"
         );
-        let replies = &self.shared.replies;
-        let (reply_to, decided) = replies.register();
-        // However this call ends — answered, failed, or dropped because the client went away —
-        // the pending entry goes (a no-op once the answer was delivered).
-        let _pending = Pending {
-            replies,
-            to: reply_to,
-        };
-        let envelope = Envelope {
-            scope,
-            operation_id: OperationId::for_scope(&scope),
-            reply_to: Some(reply_to),
-            body,
-        };
-        let payload =
-            event::encode(&envelope).map_err(|e| PartitionError::Unavailable(e.to_string()))?;
-        // An event the decoder would refuse must never become durable, or it would stop its
-        // partition's arbiter.
-        if payload.len() > event::EVENT_BYTES_MAX {
-            return Err(PartitionError::EventTooLarge {
-                max: event::EVENT_BYTES_MAX,
-            });
-        }
-        let record = NewRecord {
-            key: scope.0,
-            payload,
-        };
-        if let Err(e) = self.shared.log.append(partition, vec![record]).await {
-            tracing::error!(partition, scope = %scope.prefix(), error = %e, "append failed");
-            return Err(PartitionError::Unavailable(e.to_string()));
-        }
+        let decided = self.shared.append(self.partition, scope, body).await?;
         tokio::select! {
-            answer = tokio::time::timeout(self.shared.decision_wait, decided) => match answer {
-                Ok(Ok(answer)) => Ok(answer),
-                _ => {
-                    tracing::warn!(partition, scope = %scope.prefix(), "decision did not arrive in time");
-                    Err(PartitionError::DecisionTimeout)
-                }
-            },
+            answer = decided => answer,
             // The arbiter stopped (the partition moved to another node): the event is durable
             // and the new owner decides it; asking again gets its decision.
-            () = self.shared.ownership.stopped_serving(partition) => {
-                Err(PartitionError::Moved { partition })
+            () = self.shared.ownership.stopped_serving(self.partition) => {
+                Err(PartitionError::Moved { partition: self.partition })
             }
         }
     }
@@ -134,11 +169,18 @@ impl<L: EventLog> LocalPartition<L> {
             Lookup::Scope(scope) => find(store, &scope)?,
             Lookup::Id(id) => store.get(&id)?,
         };
+        let count = self.shared.log.partition_count();
+        let Some(record) = record else {
+            return Ok(None);
+        };
+        let partition = partition_for(&record.scope.0, count);
         // A copy of another partition's record may be stale (this node served that partition
         // once); only a node alone on its log keeps every partition current.
-        let count = self.shared.log.partition_count();
-        Ok(record
-            .filter(|r| self.shared.sole || partition_for(&r.scope.0, count) == self.partition))
+        if partition != self.partition && !self.shared.sole {
+            return Ok(None);
+        }
+        let state = store.position(partition)?.state;
+        Ok(Some(state.effective(record)))
     }
 
     fn queue_now(&self, limit: usize) -> Result<QueueSlice, PartitionError> {

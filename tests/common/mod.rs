@@ -364,6 +364,15 @@ impl Drop for Server {
 }
 
 /// Runs a CLI command on a config and parses the JSON it prints last.
+/// The events of an audit or rebuild summary that are about operations: all of them but the
+/// partitions' ownership changes (one per partition each time a node takes it over).
+pub fn operation_events(summary: &Value) -> u64 {
+    let all = summary["events"].as_u64().expect("an event count");
+    all - summary["events_by_type"]["owner_changed"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
 pub fn cli_json(config: &Path, command: &str) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_opledger"))
         .arg(command)

@@ -66,7 +66,10 @@ pub fn apply(current: Option<&OperationRecord>, event: &LoggedEvent) -> Outcome 
             claim::again_compensation(record, c, at)
         }
         (EventBody::ExpiryRequested, Some(record)) => retention::expire(record, at),
-        (_, None) => Outcome::rejected(Rejection::UnknownOperation),
+        // Not an event of any operation: the partition folds it (`core::partition`).
+        (EventBody::OwnerChanged(_), _) | (_, None) => {
+            Outcome::rejected(Rejection::UnknownOperation)
+        }
         (EventBody::Heartbeat(by), Some(record)) => report::heartbeat(record, by, at),
         (EventBody::Completed(c), Some(record)) => report::complete(record, c, at),
         (EventBody::Failed(f), Some(record)) => report::fail(record, f, at),
