@@ -5,7 +5,7 @@
 use crate::core::digest::StateSummary;
 use crate::log::model::{EventLog, LogError};
 use crate::partition::Progress;
-use crate::partition::fold::{FoldError, fold_batch};
+use crate::partition::fold::{Deadlines, FoldError, fold_batch};
 use crate::projection::memory::MemoryStore;
 use crate::projection::{ProjectionError, ProjectionStore};
 use std::collections::BTreeMap;
@@ -73,7 +73,7 @@ pub async fn audit<L: EventLog>(
             if records.is_empty() {
                 break;
             }
-            let folded = fold_batch(partition, position, &state, &records)?;
+            let folded = fold_batch(partition, position, &state, &records, Deadlines::Unindexed)?;
             for event in &folded.applied {
                 *events_by_type.entry(event.event.to_owned()).or_default() += 1;
                 *decisions

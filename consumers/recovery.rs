@@ -1,164 +1,236 @@
-//! The recovery consumer (R15, R17–R19): finds lapsed leases and unknown outcomes, and asks the
-//! external system before anything else happens. Its sweep also hands expired records to the
-//! retention consumer, so one read of the projection serves both.
+//! The recovery consumer: finds lapsed leases, due status checks and lapsed retention in the
+//! deadline index of the consumers' fold, and acts — asking the external system before anything
+//! else happens.
 //!
-//! Each sweep reads a bounded slice of the projection (a cursor walks it in id order), picks
-//! the due candidates in a stable order (due time, then id) up to the concurrency limit, and
-//! for each one appends `recovery_started`. Only if the arbiter grants the recovery lease — one
-//! recoverer per record, decided by log order — does it query the tool's `status_url` (bounded
-//! timeout, 429 and `Retry-After` respected) and append what it learned as `evidence_reported`.
-//! It never writes state itself, and a lapsed lease alone never counts as proof (R15): the
-//! arbiter applies the tool's policy and the evidence. Wall-clock time only *suspects* a lapsed
-//! lease; the arbiter judges it by the log's time.
+//! Every tick it reads, for each partition whose fold is current here, the index entries due by
+//! its clock (a range read: only what is due, however long the history), takes them in a stable
+//! order (due time, then operation id) up to `scan_batch`, and works them with at most
+//! `concurrency` at once. For a lease or a check it appends `recovery_started`; only if the
+//! arbiter grants the recovery lease — one recoverer per record, decided by log order — does it
+//! query the tool's status (bounded timeout, 429 and `Retry-After` respected) and append what it
+//! learned as `evidence_reported`. For retention it appends `expiry_requested`. It never writes
+//! state itself, and a lapsed lease alone never counts as proof: the arbiter applies the tool's
+//! policy and the evidence, judged by the log's time. The clock only *suspects*.
 
+use crate::clock::SharedClock;
 use crate::config::RecoveryOptions;
+use crate::core::deadline::DeadlineKind;
 use crate::core::decision::Decision;
 use crate::core::event::{EventBody, Evidence, EvidenceReport, RecoveryStart};
 use crate::core::key::OperationId;
 use crate::core::operation::{OpState, OperationRecord};
 use crate::ledger::Ledger;
-use crate::log::model::partition_for;
+use crate::partition::Answer;
 use crate::partition::ownership::Ownership;
-use crate::projection::sled::SledStore;
+use crate::projection::{ProjectionError, SharedStore};
 use crate::status::SharedStatusClient;
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use tokio::sync::watch;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::{Semaphore, watch};
 
-/// Runs sweeps until `stop` turns true.
-pub async fn run(
-    ledger: Arc<Ledger>,
-    store: SledStore,
+/// Work found due in the deadline index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Work {
+    /// When it fell due (log time, ms).
+    pub due_ms: u64,
+    /// The operation.
+    pub id: OperationId,
+    /// What fell due.
+    pub kind: DeadlineKind,
+}
+
+/// What one tick did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TickReport {
+    /// Ticks so far, this one included.
+    pub ticks: u64,
+    /// Index entries read this tick (only due ones are read).
+    pub examined: usize,
+    /// Operations acted on this tick.
+    pub acted: usize,
+}
+
+/// The recovery consumer of one node.
+pub struct Recovery {
+    store: SharedStore,
     ownership: Arc<Ownership>,
+    ledger: Arc<Ledger>,
+    status: SharedStatusClient,
+    clock: SharedClock,
     options: RecoveryOptions,
-    client: SharedStatusClient,
-    mut stop: watch::Receiver<bool>,
-) {
-    let clock = crate::clock::SystemClock::default();
-    let mut cursor: Option<OperationId> = None;
-    let mut ticks = tokio::time::interval(options.tick);
-    loop {
-        tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => return,
-            _ = ticks.tick() => {}
+    /// Operations acted on, with the due time acted on and until when to skip that entry: the
+    /// fold trails the arbiter, so an entry acted on stays in the index for a moment.
+    acted: Mutex<HashMap<OperationId, (u64, Instant)>>,
+    report: watch::Sender<TickReport>,
+}
+
+impl Recovery {
+    /// A recovery consumer over the consumers' `store`, acting on the partitions `ownership`
+    /// serves, through `ledger`.
+    pub fn new(
+        store: SharedStore,
+        ownership: Arc<Ownership>,
+        ledger: Arc<Ledger>,
+        status: SharedStatusClient,
+        clock: SharedClock,
+        options: RecoveryOptions,
+    ) -> Self {
+        Self {
+            store,
+            ownership,
+            ledger,
+            status,
+            clock,
+            options,
+            acted: Mutex::new(HashMap::new()),
+            report: watch::Sender::new(TickReport::default()),
         }
-        let now = crate::clock::Clock::now_ms(&clock);
-        let (candidates, expiring, next) =
-            match scan(&store, &ownership, cursor, options.scan_batch, now) {
-                Ok(found) => found,
-                Err(e) => {
-                    tracing::warn!(error = %e, "recovery: scan failed; trying again next tick");
-                    continue;
-                }
-            };
-        // When more are due than may run at once, scan the same slice again next tick, so the
-        // rest keep their place in the order instead of waiting a whole cycle.
-        if candidates.len() <= options.concurrency {
-            cursor = next;
+    }
+
+    /// What the ticks did, as they finish.
+    pub fn reports(&self) -> watch::Receiver<TickReport> {
+        self.report.subscribe()
+    }
+
+    /// Ticks until `stop` turns true.
+    pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let mut ticks = tokio::time::interval(self.options.tick);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                _ = stop.wait_for(|s| *s) => return,
+                _ = ticks.tick() => {}
+            }
+            if let Err(e) = self.tick().await {
+                tracing::warn!(error = %e, "recovery: the deadline index could not be read; trying again next tick");
+            }
         }
+    }
+
+    /// One tick: find what is due now and work it, all of it before returning.
+    pub async fn tick(self: &Arc<Self>) -> Result<TickReport, ProjectionError> {
+        let now = self.clock.now_ms();
+        let (work, examined) = self.due(now)?;
+        let limit = Arc::new(Semaphore::new(self.options.concurrency.max(1)));
         let mut tasks = tokio::task::JoinSet::new();
-        for record in candidates.into_iter().take(options.concurrency) {
-            let (ledger, client, options) = (ledger.clone(), client.clone(), options.clone());
-            tasks.spawn(async move { investigate(&ledger, &client, &options, record).await });
+        let acted = work.len();
+        for item in work {
+            let (me, limit) = (self.clone(), limit.clone());
+            tasks.spawn(async move {
+                let Ok(_permit) = limit.acquire_owned().await else {
+                    return;
+                };
+                me.work(item).await;
+            });
         }
-        // The same slice feeds retention: one read of the projection serves both.
-        crate::consumers::retention::expire(&ledger, &expiring).await;
         while tasks.join_next().await.is_some() {}
+        let mut report = *self.report.borrow();
+        report.ticks += 1;
+        report.examined = examined;
+        report.acted = acted;
+        self.report.send_replace(report);
+        Ok(report)
+    }
+
+    /// The work due at `now_ms` in stable order, at most `scan_batch` of it, and how many index
+    /// entries were read to find it.
+    pub fn due(&self, now_ms: u64) -> Result<(Vec<Work>, usize), ProjectionError> {
+        let batch = self.options.scan_batch;
+        let mut found = Vec::new();
+        for partition in self.ownership.served() {
+            for kind in DeadlineKind::ALL {
+                for due in self.store.due(partition, kind, now_ms, batch)? {
+                    found.push(Work {
+                        due_ms: due.due_ms,
+                        id: due.id,
+                        kind,
+                    });
+                }
+            }
+        }
+        let examined = found.len();
+        found.sort_unstable();
+        let mut acted = lock(&self.acted);
+        let now = Instant::now();
+        acted.retain(|_, (_, until)| *until > now);
+        // The fold has not yet applied what this consumer did about these entries.
+        found.retain(|w| acted.get(&w.id).is_none_or(|(due, _)| *due != w.due_ms));
+        found.truncate(batch);
+        Ok((found, examined))
+    }
+
+    async fn work(&self, item: Work) {
+        let record = match self.store.get(&item.id) {
+            Ok(Some(record)) => record,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(operation = %item.id, error = %e, "recovery: cannot read the record");
+                return;
+            }
+        };
+        let answer = match item.kind {
+            DeadlineKind::Lease | DeadlineKind::Check => self.investigate(record).await,
+            DeadlineKind::Retention => {
+                crate::consumers::retention::expire(&self.ledger, record.scope).await
+            }
+        };
+        // Accepted: the fold will move the entry soon (if it has not, ask again after a recovery
+        // lease); anything else: the log's time has not caught up with this clock yet, or the
+        // log was unavailable: ask again next tick.
+        let hold = match answer.map(|a| a.decision) {
+            Some(Decision::Accepted) => self.options.lease,
+            _ => self.options.tick,
+        };
+        lock(&self.acted).insert(item.id, (item.due_ms, Instant::now() + hold));
+    }
+
+    async fn investigate(&self, record: OperationRecord) -> Option<Answer> {
+        let name = &self.options.name;
+        let start = EventBody::RecoveryStarted(RecoveryStart {
+            recoverer: name.clone(),
+            lease_ms: u64::try_from(self.options.lease.as_millis()).unwrap_or(u64::MAX),
+        });
+        let answer = match self.ledger.append_for(record.scope, start).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                tracing::warn!(operation = %record.id, error = %e, "recovery: cannot start");
+                return None;
+            }
+        };
+        let granted = match (&answer.decision, &answer.record) {
+            (Decision::Accepted, Some(now)) => now.clone(),
+            // Another recoverer has it, or it is no longer due.
+            _ => return Some(answer),
+        };
+        if !matches!(granted.state, OpState::OutcomeUnknown { .. }) {
+            // The tool's policy settled it (released or sent to a person).
+            return Some(answer);
+        }
+        // A tool that lost its status_url (or was removed from the config) cannot be asked: say
+        // so, so the record backs off and eventually reaches a person instead of looping.
+        let evidence = match self.ledger.tools().get(&granted.tool) {
+            Some(contract) => self.status.query(contract, granted.id).await,
+            None => crate::status::inconclusive("tool_not_configured", None),
+        };
+        tracing::info!(operation = %granted.id, evidence = evidence_kind(&evidence), "recovery: status queried");
+        let report = EventBody::EvidenceReported(EvidenceReport {
+            recoverer: name.clone(),
+            evidence,
+        });
+        match self.ledger.append_for(granted.scope, report).await {
+            Ok(_) => Some(answer),
+            Err(e) => {
+                tracing::warn!(operation = %granted.id, error = %e, "recovery: cannot report evidence");
+                Some(answer)
+            }
+        }
     }
 }
 
-/// When a record is due for investigation (wall-clock suspicion), if it is.
-fn due_at(record: &OperationRecord, now_ms: u64) -> Option<u64> {
-    let due = match &record.state {
-        OpState::Processing {
-            lease_expires_at_ms,
-        } => *lease_expires_at_ms,
-        OpState::OutcomeUnknown { .. } if record.terms.queryable => {
-            let lease_until = record.recovery.lease.as_ref().map_or(0, |l| l.until_ms);
-            record.recovery.next_check_at_ms.max(lease_until)
-        }
-        _ => return None,
-    };
-    (due <= now_ms).then_some(due)
-}
-
-/// What one slice of the projection holds for the sweep.
-type Slice = (
-    Vec<OperationRecord>,
-    Vec<crate::core::key::ScopedHash>,
-    Option<OperationId>,
-);
-
-/// Reads up to `batch` records after `cursor`; returns the ones due for recovery in stable order
-/// (due time, then id), the ones due to expire, and where the next sweep continues (`None`:
-/// start over).
-fn scan(
-    store: &SledStore,
-    ownership: &Ownership,
-    cursor: Option<OperationId>,
-    batch: usize,
-    now_ms: u64,
-) -> Result<Slice, crate::projection::ProjectionError> {
-    let records = store.records_after(cursor, batch)?;
-    let next = if records.len() < batch {
-        None
-    } else {
-        records.last().map(|r| r.id)
-    };
-    let mut due: BTreeMap<(u64, OperationId), OperationRecord> = BTreeMap::new();
-    let mut expiring = Vec::new();
-    // On a shared log, a copy of another node's partition may be stale; its owner sweeps it.
-    let count = ownership.partition_count();
-    for record in records
-        .into_iter()
-        .filter(|r| ownership.serves(partition_for(&r.scope.0, count)))
-    {
-        if crate::consumers::retention::due(&record, now_ms) {
-            expiring.push(record.scope);
-        } else if let Some(at) = due_at(&record, now_ms) {
-            due.insert((at, record.id), record);
-        }
-    }
-    Ok((due.into_values().collect(), expiring, next))
-}
-
-async fn investigate(
-    ledger: &Ledger,
-    client: &SharedStatusClient,
-    options: &RecoveryOptions,
-    record: OperationRecord,
-) {
-    let start = EventBody::RecoveryStarted(RecoveryStart {
-        recoverer: options.name.clone(),
-        lease_ms: u64::try_from(options.lease.as_millis()).unwrap_or(u64::MAX),
-    });
-    let granted = match ledger.append_for(record.scope, start).await {
-        Ok(answer) if answer.decision == Decision::Accepted => answer.record,
-        Ok(_) => return, // another recoverer has it, or it is no longer due
-        Err(e) => {
-            tracing::warn!(operation = %record.id, error = %e, "recovery: cannot start");
-            return;
-        }
-    };
-    let Some(now) = granted else { return };
-    if !matches!(now.state, OpState::OutcomeUnknown { .. }) {
-        return; // the tool's policy settled it (released or sent to a person)
-    }
-    // A tool that lost its status_url (or was removed from the config) cannot be asked: say
-    // so, so the record backs off and eventually reaches a person instead of looping.
-    let evidence = match ledger.tools().get(&now.tool) {
-        Some(contract) => client.query(contract, now.id).await,
-        None => crate::status::inconclusive("tool_not_configured", None),
-    };
-    tracing::info!(operation = %now.id, evidence = evidence_kind(&evidence), "recovery: status queried");
-    let report = EventBody::EvidenceReported(EvidenceReport {
-        recoverer: options.name.clone(),
-        evidence,
-    });
-    if let Err(e) = ledger.append_for(now.scope, report).await {
-        tracing::warn!(operation = %now.id, error = %e, "recovery: cannot report evidence");
-    }
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn evidence_kind(e: &Evidence) -> &'static str {

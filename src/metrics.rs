@@ -7,8 +7,7 @@
 //! principal ever becomes a label.
 
 use crate::core::contract::ToolClass;
-use crate::partition::arbiter::Observer;
-use crate::partition::fold::{Applied, Observed};
+use crate::partition::fold::Observed;
 use crate::partition::ownership::Ownership;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -128,15 +127,6 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
-    }
-}
-
-impl Observer for Metrics {
-    fn observe(&self, batch: &[Applied]) {
-        batch
-            .iter()
-            .filter_map(|a| a.observed.as_ref())
-            .for_each(|o| self.count(o));
     }
 }
 

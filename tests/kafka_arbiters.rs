@@ -9,8 +9,8 @@ use opledger::core::event::{BusinessResult, ReplyTo};
 use opledger::ledger::{ClaimInput, Claimed, Ledger, Report};
 use opledger::log::kafka::{KafkaLog, KafkaOptions};
 use opledger::partition::Answer;
-use opledger::partition::arbiter::{Arbiter, Observer};
 use opledger::partition::fold::Applied;
+use opledger::partition::follower::{Follower, Observer};
 use opledger::partition::local::{LocalPartition, Shared};
 use opledger::partition::ownership::Ownership;
 use opledger::partition::replies::Replies;
@@ -138,11 +138,13 @@ async fn two_owners(faults: Faults) {
     let (stop, stopped) = watch::channel(false);
     let mut arbiters = Vec::new();
     for partition in 0..PARTITIONS {
-        let a = Arbiter::new(partition, log_a.clone(), shared(&proj_a), replies_a.clone())
-            .expect("arbiter A");
-        let b = Arbiter::new(partition, log_b.clone(), shared(&proj_b), replies_b.clone())
+        let a = Follower::new(partition, log_a.clone(), shared(&proj_a))
+            .expect("arbiter A")
+            .observed_by(replies_a.clone());
+        let b = Follower::new(partition, log_b.clone(), shared(&proj_b))
             .expect("arbiter B")
-            .with_observer(Arc::new(captured.clone()));
+            .observed_by(replies_b.clone())
+            .observed_by(Arc::new(captured.clone()));
         arbiters.push(tokio::spawn(a.run(stopped.clone())));
         arbiters.push(tokio::spawn(b.run(stopped.clone())));
     }

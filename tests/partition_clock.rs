@@ -12,8 +12,8 @@ use opledger::core::fingerprint::{FINGERPRINT_VERSION, Fingerprint};
 use opledger::core::key::{OperationId, ScopedHash};
 use opledger::log::memory::MemoryLog;
 use opledger::log::model::{NewRecord, partition_for};
-use opledger::partition::arbiter::{Arbiter, Observer};
 use opledger::partition::fold::Applied;
+use opledger::partition::follower::{Follower, Observer};
 use opledger::partition::local::Shared;
 use opledger::partition::ownership::Ownership;
 use opledger::partition::replies::Replies;
@@ -60,14 +60,9 @@ impl Fixture {
         let decisions = Decisions::default();
         let (stop, stopped) = watch::channel(false);
         for partition in 0..PARTITIONS {
-            let arbiter = Arbiter::new(
-                partition,
-                log.clone(),
-                store.clone(),
-                Arc::new(Replies::with_node(1)),
-            )
-            .expect("arbiter")
-            .with_observer(Arc::new(decisions.clone()));
+            let arbiter = Follower::new(partition, log.clone(), store.clone())
+                .expect("arbiter")
+                .observed_by(Arc::new(decisions.clone()));
             tokio::spawn(arbiter.run(stopped.clone()));
         }
         Self {
@@ -212,10 +207,9 @@ async fn an_ownership_change_gives_earlier_leases_their_full_length_again() {
         decision_wait: Duration::from_secs(10),
         sole: true,
     };
-    let mut successor =
-        Arbiter::new(partition, log, shared.store.clone(), replies).expect("arbiter");
+    let mut successor = Follower::new(partition, log, shared.store.clone()).expect("arbiter");
     successor.catch_up(|_| {}).await.expect("catches up");
-    tokio::spawn(successor.run(stopped));
+    tokio::spawn(successor.observed_by(replies).run(stopped));
     let recorded = shared
         .record_ownership(partition, "node-2")
         .await

@@ -1,4 +1,4 @@
-//! Who owns which partition, as the nodes' announcements on the replies topic say.
+//! Who owns which partition, as the nodes' announcements on the members topic say.
 //!
 //! Every node announces its caught-up partitions about once a second; an entry that has not
 //! been renewed for [`Directory::ttl`] is dropped (its node is gone or cut off), so requests for
@@ -22,6 +22,8 @@ pub struct Peer {
     pub partitions: Vec<u32>,
     /// The partitions the group assigned to it (some may still be catching up).
     pub assigned: Vec<u32>,
+    /// The partitions the consumers' group assigned to it.
+    pub consuming: Vec<u32>,
 }
 
 /// The owners directory of one node: the other nodes, never itself (its own partitions are
@@ -79,6 +81,14 @@ impl Directory {
         let peers = self.peers(now);
         (0..count).all(|p| mine.contains(&p) || peers.iter().any(|peer| peer.assigned.contains(&p)))
     }
+
+    /// Whether every partition below `count` has its consumers running on some live node,
+    /// counting `mine`.
+    pub fn all_consumed(&self, count: u32, mine: &[u32], now: Instant) -> bool {
+        let peers = self.peers(now);
+        (0..count)
+            .all(|p| mine.contains(&p) || peers.iter().any(|peer| peer.consuming.contains(&p)))
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -95,6 +105,7 @@ mod tests {
             advertise: format!("http://n{node}"),
             partitions: partitions.to_vec(),
             assigned: partitions.to_vec(),
+            consuming: partitions.to_vec(),
         }
     }
 
@@ -135,11 +146,14 @@ mod tests {
                 advertise: "http://n1".into(),
                 partitions: vec![0],
                 assigned: vec![0, 1],
+                consuming: vec![],
             },
             t0,
         );
         assert!(d.all_assigned(2, &[], t0));
         assert!(!d.all_served(2, &[], t0));
+        assert!(!d.all_consumed(1, &[], t0));
+        assert!(d.all_consumed(1, &[0], t0));
         assert_eq!(d.owner(1, t0), None);
     }
 }

@@ -30,6 +30,8 @@ pub struct Announcement {
     pub partitions: Vec<u32>,
     /// Partitions the group assigned to it (some may still be catching up).
     pub assigned: Vec<u32>,
+    /// Partitions the consumers' group assigned to it.
+    pub consuming: Vec<u32>,
 }
 
 /// A members-topic problem.
@@ -163,6 +165,7 @@ pub async fn listen(
                         advertise: a.advertise,
                         partitions: a.partitions,
                         assigned: a.assigned,
+                        consuming: a.consuming,
                     },
                     Instant::now(),
                 ),
@@ -183,6 +186,7 @@ mod tests {
             advertise: "http://127.0.0.1:7070".into(),
             partitions: vec![0, 5],
             assigned: vec![0, 5, 6],
+            consuming: vec![1],
         }
     }
 

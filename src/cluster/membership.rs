@@ -1,14 +1,16 @@
-//! A node's membership in a Kafka cluster: it joins the arbiter group (which places the
-//! partitions), announces where it is reached and what it serves, follows the others'
-//! announcements, and rejoins the group when some partition is left without an owner.
+//! A node's membership in a Kafka cluster: it joins two consumer groups — the arbiters' (which
+//! places the partitions' arbiters) and the consumers' (which places the consumers' fold, apart
+//! from the arbiters) — announces where it is reached and what it runs, follows the others'
+//! announcements, and rejoins a group when some partition is left without a member of it.
 
-use super::arbiters::{ArbiterParts, manage, stopped};
+use super::assigned::manage;
 use super::directory::{ANNOUNCE_EVERY, Directory};
 use super::members::{self, Announcement, Announcer};
 use super::placement::{Placement, Rejoin};
 use crate::log::kafka::Connection;
-use crate::partition::arbiter::ArbiterError;
+use crate::partition::follower::FollowError;
 use crate::partition::ownership::Ownership;
+use crate::partition::runner::{PartitionRunner, stopped};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
@@ -26,35 +28,45 @@ pub struct JoinError(pub String);
 pub struct JoinSettings {
     /// The connection to the brokers.
     pub connection: Connection,
-    /// The events topic (the group subscribes to it).
+    /// The events topic (the groups subscribe to it).
     pub topic: String,
     /// The members topic.
     pub members_topic: String,
-    /// The arbiter group.
-    pub group: String,
     /// Where peers reach this node.
     pub advertise: String,
     /// Longest wait for one Kafka request.
     pub timeout: Duration,
 }
 
+/// One consumer group and what runs for each partition it assigns here.
+pub struct Group {
+    /// The group id.
+    pub name: String,
+    /// What runs for an assigned partition.
+    pub runner: Arc<dyn PartitionRunner>,
+    /// What is assigned here, and served.
+    pub ownership: Arc<Ownership>,
+}
+
 /// A joined node.
 pub struct Joined {
     /// Who owns which partition, as announced.
     pub directory: Arc<Directory>,
-    /// The group member (leave the group with [`Placement::stop`]).
-    pub placement: Placement,
-    /// Runs the arbiters the group assigns; ends with the first arbiter failure.
-    pub manager: crate::BoxFuture<'static, Result<(), ArbiterError>>,
+    /// The group members (leave the groups with [`Placement::stop`]).
+    pub placements: Vec<Placement>,
+    /// Run what the groups assign; each ends with the first failure.
+    pub managers: Vec<crate::BoxFuture<'static, Result<(), FollowError>>>,
     /// The members reader, the announcer and the orphan watchdog; they end at the stop signal.
     pub tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-/// Joins the cluster as incarnation `node`.
+/// Joins the cluster as incarnation `node`: the arbiters' group and the consumers' group.
 pub async fn join(
     node: u64,
     settings: JoinSettings,
-    parts: ArbiterParts,
+    arbiters: Group,
+    consumers: Group,
+    changed: Arc<Notify>,
     stop: watch::Receiver<bool>,
 ) -> Result<Joined, JoinError> {
     let failed = |e: &dyn std::fmt::Display| JoinError(e.to_string());
@@ -78,81 +90,103 @@ pub async fn join(
             advertise: settings.advertise.clone(),
             partitions: Vec::new(),
             assigned: Vec::new(),
+            consuming: Vec::new(),
         },
-        parts.clone(),
+        arbiters.ownership.clone(),
+        consumers.ownership.clone(),
+        changed.clone(),
         stop.clone(),
     ));
-    let (placement, events) = Placement::join(
-        &settings.connection,
-        &settings.group,
-        &settings.topic,
-        &format!("opledger-{node:016x}"),
-    )
-    .map_err(|e| failed(&e))?;
-    tracing::info!(node = format!("{node:016x}"), group = %settings.group, "joined the arbiter group");
-    let watchdog = tokio::spawn(rejoin_when_orphaned(
-        placement.rejoin_handle(),
-        directory.clone(),
-        parts.shared.ownership.clone(),
-        stop.clone(),
-    ));
+    let mut placements = Vec::new();
+    let mut managers = Vec::new();
+    let mut rejoins = Vec::new();
+    for group in [arbiters, consumers] {
+        let (placement, events) = Placement::join(
+            &settings.connection,
+            &group.name,
+            &settings.topic,
+            &format!("opledger-{node:016x}"),
+        )
+        .map_err(|e| failed(&e))?;
+        tracing::info!(node = format!("{node:016x}"), group = %group.name, "joined a group");
+        rejoins.push((placement.rejoin_handle(), group.ownership.clone()));
+        placements.push(placement);
+        managers.push(Box::pin(manage(
+            events,
+            group.runner,
+            group.ownership,
+            changed.clone(),
+            stop.clone(),
+        )) as crate::BoxFuture<'static, _>);
+    }
+    let watchdog = tokio::spawn(rejoin_when_orphaned(rejoins, directory.clone(), stop));
     Ok(Joined {
         directory,
-        placement,
-        manager: Box::pin(manage(events, parts, stop)),
+        placements,
+        managers,
         tasks: vec![reader, announcing, watchdog],
     })
 }
 
-/// Rejoins the group when some partition has been assigned to no live node for
-/// [`ORPHAN_GRACE`].
+/// Rejoins a group when some partition has been assigned to no live member of it for
+/// [`ORPHAN_GRACE`]. The first group is the arbiters', the second the consumers'.
 ///
 /// A coordinator should hand a dead member's partitions to the others by itself. Some
 /// Kafka-protocol brokers (tansu 0.6) re-form the group after a missed heartbeat without a new
 /// generation and hand the survivors their old assignment, leaving the dead member's partitions
 /// unowned; leaving and joining as a new member forces a fresh assignment.
 async fn rejoin_when_orphaned(
-    rejoin: Rejoin,
+    groups: Vec<(Rejoin, Arc<Ownership>)>,
     directory: Arc<Directory>,
-    ownership: Arc<Ownership>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut orphaned_since: Option<std::time::Instant> = None;
+    let mut orphaned_since: Vec<Option<std::time::Instant>> = vec![None; groups.len()];
     loop {
         tokio::select! {
             _ = stopped(&mut stop) => return,
             _ = tokio::time::sleep(ANNOUNCE_EVERY) => {}
         }
         let now = std::time::Instant::now();
-        let count = ownership.partition_count();
-        // Assigned counts, caught up or not: a partition still catching up has an owner.
-        if directory.all_assigned(count, &ownership.assigned(), now) {
-            orphaned_since = None;
-            continue;
-        }
-        let since = *orphaned_since.get_or_insert(now);
-        if now.duration_since(since) >= ORPHAN_GRACE {
-            tracing::warn!(
-                grace_s = ORPHAN_GRACE.as_secs(),
-                "some partitions have had no live owner for the grace period; rejoining the arbiter group"
-            );
-            rejoin.request();
-            orphaned_since = None;
+        for (i, (rejoin, ownership)) in groups.iter().enumerate() {
+            let count = ownership.partition_count();
+            // Assigned counts, caught up or not: a partition still catching up has an owner.
+            let mine = ownership.assigned();
+            let covered = if i == 0 {
+                directory.all_assigned(count, &mine, now)
+            } else {
+                directory.all_consumed(count, &mine, now)
+            };
+            if covered {
+                orphaned_since[i] = None;
+                continue;
+            }
+            let since = *orphaned_since[i].get_or_insert(now);
+            if now.duration_since(since) >= ORPHAN_GRACE {
+                tracing::warn!(
+                    grace_s = ORPHAN_GRACE.as_secs(),
+                    group = if i == 0 { "arbiters" } else { "consumers" },
+                    "some partitions have had no live member of a group for the grace period; rejoining it"
+                );
+                rejoin.request();
+                orphaned_since[i] = None;
+            }
         }
     }
 }
 
-/// Announces this node's served partitions on every change and every [`ANNOUNCE_EVERY`].
+/// Announces what this node serves and runs on every change and every [`ANNOUNCE_EVERY`].
 async fn announce(
     announcer: Announcer,
     mut me: Announcement,
-    parts: ArbiterParts,
+    arbiters: Arc<Ownership>,
+    consumers: Arc<Ownership>,
+    changed: Arc<Notify>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let changed: Arc<Notify> = parts.changed.clone();
     loop {
-        me.partitions = parts.shared.ownership.served();
-        me.assigned = parts.shared.ownership.assigned();
+        me.partitions = arbiters.served();
+        me.assigned = arbiters.assigned();
+        me.consuming = consumers.assigned();
         announcer.announce(&me);
         tokio::select! {
             _ = stopped(&mut stop) => return,

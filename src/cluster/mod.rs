@@ -10,7 +10,7 @@
 //! Decisions never depend on which node applies an event: they are a pure function of the log.
 //! A stale owner during a rebalance can only repeat the same decisions.
 
-pub mod arbiters;
+pub mod assigned;
 pub mod directory;
 pub mod members;
 pub mod membership;

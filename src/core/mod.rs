@@ -4,6 +4,7 @@
 
 pub mod canonical;
 pub mod contract;
+pub mod deadline;
 pub mod decision;
 pub mod digest;
 pub mod event;

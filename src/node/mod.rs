@@ -7,30 +7,35 @@
 //! and asks the owners of the others over typed peer messages.
 
 mod open;
+mod rebuild;
 
 pub use open::{kafka_options, open_log};
+pub use rebuild::rebuild;
 
-use crate::cluster::arbiters::ArbiterParts;
-use crate::cluster::membership::{self, JoinSettings};
+use crate::clock::SystemClock;
+use crate::cluster::membership::{self, Group, JoinSettings};
 use crate::cluster::peer::PeerKey;
 use crate::cluster::placement::Placement;
 use crate::cluster::remote::{Inbound, PeerClient};
 use crate::cluster::router::{Peers, Router};
 use crate::config::{Backend, Config, KafkaSettings};
-use crate::core::digest::StateSummary;
+use crate::consumers::follow::ConsumersRunner;
+use crate::consumers::recovery::Recovery;
 use crate::ledger::Ledger;
 use crate::log::any::AnyLog;
 use crate::log::kafka::Connection;
 use crate::log::model::{EventLog, LogError};
 use crate::metrics::Metrics;
 use crate::partition::Progress;
-use crate::partition::arbiter::{Arbiter, ArbiterError};
+use crate::partition::follower::FollowError;
 use crate::partition::local::{DECISION_WAIT_DEFAULT, LocalPartition, Shared};
 use crate::partition::ownership::Ownership;
 use crate::partition::replies::Replies;
-use crate::projection::sled::{Reset, SledStore};
-use crate::projection::{ProjectionError, ProjectionStore, SharedStore};
-use open::{identity, projection_dir};
+use crate::partition::runner::{ArbiterRunner, PartitionRunner};
+use crate::projection::sled::SledStore;
+use crate::projection::{ProjectionError, SharedStore};
+use open::{Store, open_store, store_dir};
+use rebuild::catch_up_all;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,7 +61,7 @@ pub enum NodeError {
     Projection(#[from] ProjectionError),
     /// An arbiter failed.
     #[error(transparent)]
-    Arbiter(#[from] ArbiterError),
+    Arbiter(#[from] FollowError),
     /// The Kafka cluster could not be joined.
     #[error("cannot join the Kafka cluster: {0}")]
     Cluster(String),
@@ -86,43 +91,35 @@ pub struct Node {
     pub metrics: Arc<Metrics>,
     /// On Kafka: what the peer endpoint serves (`None` on the embedded log).
     pub inbound: Option<Arc<Inbound>>,
+    recovery: Option<Arc<Recovery>>,
     log: Arc<AnyLog>,
-    /// On Kafka: this node's group member.
-    placement: Option<Placement>,
+    /// On Kafka: this node's group members.
+    placements: Vec<Placement>,
     ownership: Arc<Ownership>,
-    projection: SledStore,
-    projection_dir: PathBuf,
-    /// False once an arbiter failed: the projection is then not marked clean at shutdown.
+    /// The arbiters' projection and the consumers' store, with their directories.
+    stores: Vec<(SledStore, PathBuf)>,
+    /// False once a fold failed: the stores are then not marked clean at shutdown.
     healthy: bool,
     stop: watch::Sender<bool>,
-    arbiters: JoinSet<Result<(), ArbiterError>>,
-    /// Background tasks that end on the stop signal (consumers, membership).
+    /// The arbiters and the consumers' folds (or, on Kafka, what runs them).
+    running: JoinSet<Result<(), FollowError>>,
+    /// Background tasks that end on the stop signal (recovery, membership).
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Node {
-    /// Opens everything and starts the arbiters. On the embedded log every partition's
-    /// projection is first brought up to the log's end (reporting progress); on Kafka the node
-    /// joins the cluster and runs arbiters for the partitions it is given.
+    /// Opens everything and starts the arbiters and the consumers. On the embedded log every
+    /// partition's projection is first brought up to the log's end (reporting progress); on
+    /// Kafka the node joins the cluster and runs what the groups assign it.
     pub async fn start(config: &Config, progress: impl FnMut(Progress)) -> Result<Self, NodeError> {
         let log = open_log(config).await?;
-        let (projection, reset) = SledStore::open(
-            &projection_dir(config),
-            config.projection_cache_bytes,
-            identity(&log),
-        )?;
-        match &reset {
-            Reset::None => tracing::info!("projection opened; resuming from its applied offsets"),
-            Reset::Fresh => tracing::info!("new projection; applying the log from the start"),
-            Reset::Rebuilt { reason } => tracing::warn!(
-                %reason,
-                "projection failed its integrity check and was moved aside; rebuilding it from the log"
-            ),
-        }
+        let projection = open_store(config, &log, Store::Projection)?;
+        let consumers_store = open_store(config, &log, Store::Consumers)?;
         let store: SharedStore = Arc::new(projection.clone());
         let count = log.partition_count();
         let replies = Arc::new(Replies::new());
         let ownership = Arc::new(Ownership::new(count));
+        let consuming = Arc::new(Ownership::new(count));
         let metrics = Arc::new(Metrics::new());
         metrics.show_partitions(ownership.clone());
         let (stop, stopped) = watch::channel(false);
@@ -134,45 +131,66 @@ impl Node {
             decision_wait: DECISION_WAIT_DEFAULT,
             sole: matches!(config.backend, Backend::Embedded),
         });
+        let changed = Arc::new(Notify::new());
+        let arbiter_runner = Arc::new(ArbiterRunner {
+            shared: shared.clone(),
+            owner: format!("{:016x}", replies.node()),
+            observers: Vec::new(),
+            changed: changed.clone(),
+        });
+        let consumers_runner = Arc::new(ConsumersRunner {
+            log: log.clone(),
+            store: Arc::new(consumers_store.clone()),
+            ownership: consuming.clone(),
+            observers: vec![metrics.clone()],
+        });
         let local = LocalPartition::all(shared.clone());
-        let owner = format!("{:016x}", replies.node());
-        let mut arbiters = JoinSet::new();
+        let mut running = JoinSet::new();
         let mut tasks = Vec::new();
-        let (router, placement, inbound) = match &config.backend {
+        let (router, placements, inbound) = match &config.backend {
             Backend::Embedded => {
-                let caught_up = catch_up_all(&log, &store, &replies, progress).await?;
-                for arbiter in caught_up {
-                    arbiters.spawn(arbiter.with_observer(metrics.clone()).run(stopped.clone()));
-                }
-                // This start is an ownership change: leases granted before the node stopped run
-                // again for their full length (nobody could report to a stopped node).
+                catch_up_all(&log, &store, progress).await?;
                 for partition in 0..count {
-                    shared
-                        .record_ownership(partition, &owner)
-                        .await
-                        .map_err(|source| NodeError::Ownership { partition, source })?;
                     ownership.set_assigned(partition, true);
-                    ownership.set_serving(partition, true);
+                    consuming.set_assigned(partition, true);
+                    running.spawn(arbiter_runner.clone().run(partition, stopped.clone()));
+                    running.spawn(consumers_runner.clone().run(partition, stopped.clone()));
                 }
-                (
-                    Arc::new(Router::new(local, ownership.clone(), None)),
-                    None,
-                    None,
-                )
+                // Each arbiter records this node's ownership first: leases granted before the
+                // node stopped run again for their full length (nobody could report to a
+                // stopped node). Serve once every partition is served.
+                for partition in 0..count {
+                    tokio::select! {
+                        () = ownership.started_serving(partition) => {}
+                        failed = running.join_next() => return Err(ended(failed)),
+                    }
+                }
+                let router = Arc::new(Router::new(local, ownership.clone(), None));
+                (router, Vec::new(), None)
             }
             Backend::Kafka(kafka) => {
-                let parts = ArbiterParts {
-                    shared: shared.clone(),
-                    owner,
-                    observer: metrics.clone(),
-                    changed: Arc::new(Notify::new()),
-                };
                 let key = peer_key(kafka)?;
-                let settings = join_settings(config, kafka)?;
-                let joined = membership::join(replies.node(), settings, parts, stopped.clone())
-                    .await
-                    .map_err(|e| NodeError::Cluster(e.0))?;
-                arbiters.spawn(joined.manager);
+                let joined = membership::join(
+                    replies.node(),
+                    join_settings(config, kafka)?,
+                    Group {
+                        name: kafka.group.clone(),
+                        runner: arbiter_runner,
+                        ownership: ownership.clone(),
+                    },
+                    Group {
+                        name: format!("{}.consumers", kafka.group),
+                        runner: consumers_runner,
+                        ownership: consuming.clone(),
+                    },
+                    changed,
+                    stopped.clone(),
+                )
+                .await
+                .map_err(|e| NodeError::Cluster(e.0))?;
+                for manager in joined.managers {
+                    running.spawn(manager);
+                }
                 tasks.extend(joined.tasks);
                 let peers = Peers {
                     directory: joined.directory,
@@ -183,74 +201,71 @@ impl Node {
                     router: router.clone(),
                     key,
                 });
-                (router, Some(joined.placement), Some(inbound))
+                (router, joined.placements, Some(inbound))
             }
         };
         let ledger =
             Arc::new(Ledger::new(router, config.tools.clone()).with_metrics(metrics.clone()));
-        if let Some(options) = config.recovery.clone() {
-            // Its sweep drives retention too.
+        let recovery = config.recovery.clone().map(|options| {
             let status = Arc::new(crate::status::http::HttpStatusClient::new(
                 options.query_timeout,
             ));
-            tasks.push(tokio::spawn(crate::consumers::recovery::run(
+            Arc::new(Recovery::new(
+                Arc::new(consumers_store.clone()),
+                consuming.clone(),
                 ledger.clone(),
-                projection.clone(),
-                ownership.clone(),
-                options,
                 status,
-                stopped.clone(),
-            )));
+                SystemClock::shared(),
+                options,
+            ))
+        });
+        if let Some(recovery) = &recovery {
+            tasks.push(tokio::spawn(recovery.clone().run(stopped.clone())));
         }
         Ok(Self {
             ledger,
             metrics,
             inbound,
+            recovery,
             log,
-            placement,
+            placements,
             ownership,
-            projection,
-            projection_dir: projection_dir(config),
+            stores: vec![
+                (projection, store_dir(config, Store::Projection)),
+                (consumers_store, store_dir(config, Store::Consumers)),
+            ],
             healthy: true,
             stop,
-            arbiters,
+            running,
             tasks,
         })
     }
 
     /// The arbiters' projection (read only: for tools that wait for the state to settle).
     pub fn store(&self) -> SharedStore {
-        Arc::new(self.projection.clone())
+        Arc::new(self.stores[0].0.clone())
     }
 
-    /// Resolves when an arbiter stops by itself, which only happens on failure: the node must
-    /// then stop too, rather than answer from a partition nobody applies.
+    /// The recovery consumer, when it runs.
+    pub fn recovery(&self) -> Option<Arc<Recovery>> {
+        self.recovery.clone()
+    }
+
+    /// Resolves when an arbiter or a consumers' fold stops by itself, which only happens on
+    /// failure: the node must then stop too, rather than answer from a partition nobody applies.
     pub async fn failed(&mut self) -> NodeError {
-        let joined = self.arbiters.join_next().await;
+        let joined = self.running.join_next().await;
         // Only now: this future is polled (and dropped) alongside the server on every run.
         self.healthy = false;
-        match joined {
-            Some(Ok(Err(e))) => NodeError::Arbiter(e),
-            Some(Ok(Ok(()))) | None => NodeError::Arbiter(ArbiterError::Log {
-                partition: u32::MAX,
-                source: LogError::Closed,
-            }),
-            Some(Err(join)) => NodeError::Arbiter(ArbiterError::Log {
-                partition: u32::MAX,
-                source: LogError::Io {
-                    context: format!("arbiter task ended: {join}"),
-                    source: std::io::Error::other("task panicked"),
-                },
-            }),
-        }
+        ended(joined)
     }
 
     /// Stops the arbiters, flushes the projection (marking it clean if every arbiter stopped
     /// without error) and closes the log.
     pub async fn shutdown(mut self) -> Result<(), NodeError> {
-        if let Some(mut placement) = self.placement.take() {
-            // Leave the group first: the revocation stops this node's arbiters, and the others
-            // take the partitions over at once instead of after the session timeout.
+        for mut placement in self.placements.drain(..) {
+            // Leave the groups first: the revocation stops this node's arbiters and folds, and
+            // the others take the partitions over at once instead of after the session timeout.
             let _ = tokio::task::spawn_blocking(move || placement.stop()).await;
         }
         let _ = self.stop.send(true);
@@ -258,7 +273,7 @@ impl Node {
             // Each returns on the stop signal; a panic there changes nothing durable.
             let _ = task.await;
         }
-        while let Some(joined) = self.arbiters.join_next().await {
+        while let Some(joined) = self.running.join_next().await {
             match joined {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => return Err(e.into()),
@@ -268,10 +283,12 @@ impl Node {
         for partition in 0..self.ownership.partition_count() {
             self.ownership.set_serving(partition, false);
         }
-        if self.healthy {
-            self.projection.close_clean(&self.projection_dir)?;
-        } else {
-            self.projection.flush_now()?;
+        for (store, dir) in &self.stores {
+            if self.healthy {
+                store.close_clean(dir)?;
+            } else {
+                store.flush_now()?;
+            }
         }
         drop(self.ledger);
         drop(self.inbound);
@@ -312,7 +329,6 @@ fn join_settings(config: &Config, kafka: &KafkaSettings) -> Result<JoinSettings,
         connection: Connection::new(&kafka.brokers, &kafka.librdkafka),
         topic: kafka.topic.clone(),
         members_topic: kafka.members_topic.clone(),
-        group: kafka.group.clone(),
         advertise: kafka
             .advertise
             .clone()
@@ -321,61 +337,20 @@ fn join_settings(config: &Config, kafka: &KafkaSettings) -> Result<JoinSettings,
     })
 }
 
-/// Brings every partition's projection up to the log's end; returns the caught-up arbiters.
-async fn catch_up_all<L: EventLog>(
-    log: &Arc<L>,
-    store: &SharedStore,
-    replies: &Arc<Replies>,
-    mut progress: impl FnMut(Progress),
-) -> Result<Vec<Arbiter<L>>, NodeError> {
-    let mut arbiters = Vec::new();
-    let mut total = 0;
-    for partition in 0..log.partition_count() {
-        let arbiter = Arbiter::new(partition, log.clone(), store.clone(), replies.clone())?;
-        total += arbiter.end().await? - arbiter.next_offset();
-        arbiters.push(arbiter);
+/// Why a running fold ended: it only ends by itself on failure.
+fn ended(joined: Option<Result<Result<(), FollowError>, tokio::task::JoinError>>) -> NodeError {
+    match joined {
+        Some(Ok(Err(e))) => NodeError::Arbiter(e),
+        Some(Ok(Ok(()))) | None => NodeError::Arbiter(FollowError::Log {
+            partition: u32::MAX,
+            source: LogError::Closed,
+        }),
+        Some(Err(join)) => NodeError::Arbiter(FollowError::Log {
+            partition: u32::MAX,
+            source: LogError::Io {
+                context: format!("a fold's task ended: {join}"),
+                source: std::io::Error::other("task panicked"),
+            },
+        }),
     }
-    let mut done = 0;
-    for arbiter in &mut arbiters {
-        let before = done;
-        arbiter
-            .catch_up(|p| {
-                done = before + p.applied;
-                progress(Progress {
-                    applied: done,
-                    total,
-                })
-            })
-            .await?;
-    }
-    progress(Progress {
-        applied: done,
-        total,
-    });
-    Ok(arbiters)
-}
-
-/// Drops the projection and rebuilds it from the log; returns the summary of the rebuilt state.
-pub async fn rebuild(
-    config: &Config,
-    progress: impl FnMut(Progress),
-) -> Result<StateSummary, NodeError> {
-    let log = open_log(config).await?;
-    let projection = SledStore::reset(
-        &projection_dir(config),
-        config.projection_cache_bytes,
-        identity(&log),
-    )?;
-    let store: SharedStore = Arc::new(projection.clone());
-    let arbiters = catch_up_all(&log, &store, &Arc::new(Replies::new()), progress).await?;
-    let events = arbiters.iter().map(Arbiter::next_offset).sum();
-    drop(arbiters);
-    projection.close_clean(&projection_dir(config))?;
-    let summary = StateSummary::of(events, projection.records())?;
-    if let Some(AnyLog::Embedded(log)) = Arc::into_inner(log)
-        && let Err(e) = log.close()
-    {
-        tracing::warn!(error = %e, "log did not close cleanly");
-    }
-    Ok(summary)
 }

@@ -7,7 +7,7 @@ use crate::log::any::AnyLog;
 use crate::log::embedded::{EmbeddedLog, EmbeddedOptions};
 use crate::log::kafka::{Connection, KafkaLog, KafkaOptions, TopicSpec, ensure_topics};
 use crate::log::model::EventLog;
-use crate::projection::sled::LogIdentity;
+use crate::projection::sled::{LogIdentity, Reset, SledStore};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -82,6 +82,46 @@ pub(super) fn identity(log: &AnyLog) -> LogIdentity {
     }
 }
 
-pub(super) fn projection_dir(config: &Config) -> PathBuf {
-    config.data_dir.join("projection")
+/// The stores a node keeps in its data directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Store {
+    /// The arbiters' projection.
+    Projection,
+    /// The consumers' fold: their records and deadline index.
+    Consumers,
+}
+
+pub(super) fn store_dir(config: &Config, store: Store) -> PathBuf {
+    config.data_dir.join(match store {
+        Store::Projection => "projection",
+        Store::Consumers => "consumers",
+    })
+}
+
+/// Opens one of the node's stores, checked against the log; one that fails the check is moved
+/// aside and rebuilt from the log, and the log line says why.
+pub(super) fn open_store(
+    config: &Config,
+    log: &AnyLog,
+    store: Store,
+) -> Result<SledStore, NodeError> {
+    let (opened, reset) = SledStore::open(
+        &store_dir(config, store),
+        config.projection_cache_bytes,
+        identity(log),
+    )?;
+    let which = match store {
+        Store::Projection => "projection",
+        Store::Consumers => "consumers' store",
+    };
+    match &reset {
+        Reset::None => tracing::info!(store = which, "opened; resuming from its applied offsets"),
+        Reset::Fresh => tracing::info!(store = which, "new; applying the log from the start"),
+        Reset::Rebuilt { reason } => tracing::warn!(
+            store = which,
+            %reason,
+            "failed its integrity check and was moved aside; rebuilding it from the log"
+        ),
+    }
+    Ok(opened)
 }

@@ -9,6 +9,7 @@
 //! machine). A batch's changes and the partition's new [`Position`] are then committed together.
 
 use crate::core::contract::ToolClass;
+use crate::core::deadline::{self, Deadline, DeadlineKind};
 use crate::core::decision::Decision;
 use crate::core::event::{self, EventBody, LoggedEvent, ReplyTo};
 use crate::core::key::{OperationId, ScopedHash};
@@ -16,8 +17,10 @@ use crate::core::operation::{OpState, OperationRecord};
 use crate::core::outcome::{OutcomeKind, classify};
 use crate::core::partition::PartitionState;
 use crate::log::model::LogRecord;
-use crate::projection::{Changes, Position, ProjectionError, ProjectionStore, QueueChange};
-use std::collections::HashMap;
+use crate::projection::{
+    Changes, DeadlineChange, Position, ProjectionError, ProjectionStore, QueueChange,
+};
+use std::collections::{HashMap, HashSet};
 
 /// Why a fold stopped. A fold never skips an event: a skipped event would make every later
 /// decision of the partition unreliable.
@@ -106,19 +109,37 @@ fn in_queue(record: Option<&OperationRecord>) -> bool {
     record.is_some_and(|r| matches!(r.state, OpState::Manual { .. }))
 }
 
+/// What the indexes held for an operation before the batch touched it.
+struct Before {
+    queued: bool,
+    deadline: Option<Deadline>,
+}
+
+/// Whether a fold keeps the deadline index (the consumers' folds do; the arbiter's does not,
+/// it has nobody who asks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deadlines {
+    /// Keep the index.
+    Indexed,
+    /// Do not.
+    Unindexed,
+}
+
 /// Folds a contiguous batch of `partition`'s records starting at `from` over `store`.
 pub fn fold_batch(
     partition: u32,
     from: Position,
     store: &dyn ProjectionStore,
     records: &[LogRecord],
+    deadlines: Deadlines,
 ) -> Result<Folded, FoldError> {
     let projection = |source| FoldError::Projection { partition, source };
     let mut state: PartitionState = from.state;
     // Records changed by this batch, by scope, so later events see earlier ones.
     let mut changed: HashMap<ScopedHash, OperationRecord> = HashMap::new();
-    // Queue membership of each touched operation before the batch, to update the queue index.
-    let mut queued_before: HashMap<ScopedHash, bool> = HashMap::new();
+    // The indexes' view of each touched operation before the batch, to update them after it.
+    let mut before: HashMap<ScopedHash, Before> = HashMap::new();
+    let mut owner_changed = false;
     let mut applied = Vec::with_capacity(records.len());
     for (i, record) in records.iter().enumerate() {
         let offset = from.next_offset + i as u64;
@@ -146,15 +167,26 @@ pub fn fold_batch(
         if own_event != (scope == ScopedHash::of_partition(partition)) {
             return Err(FoldError::KeyMismatch { partition, offset });
         }
+        owner_changed |= own_event;
         let current = match changed.get(&scope) {
             Some(r) => Some(r.clone()),
             None if own_event => None,
-            None => find(store, &scope).map_err(projection)?,
+            None => {
+                let stored = find(store, &scope).map_err(projection)?;
+                // As indexed: with the partition's state at the start of the batch.
+                before.insert(
+                    scope,
+                    Before {
+                        queued: in_queue(stored.as_ref()),
+                        deadline: stored
+                            .as_ref()
+                            .and_then(|r| deadline::next(&from.state.effective(r.clone()))),
+                    },
+                );
+                stored
+            }
         }
         .map(|r| state.effective(r));
-        queued_before
-            .entry(scope)
-            .or_insert_with(|| in_queue(current.as_ref()));
         let outcome = state.apply(current.as_ref(), &logged);
         let after = match outcome.changed {
             Some(next) => {
@@ -193,26 +225,281 @@ pub fn fold_batch(
             observed,
         });
     }
-    let queue = changed
-        .iter()
-        .filter_map(|(scope, r)| {
-            let now = in_queue(Some(r));
-            (queued_before.get(scope) != Some(&now)).then_some(QueueChange {
+    let mut changes = Changes::default();
+    for (scope, r) in &changed {
+        let was = before.get(scope);
+        let queued = in_queue(Some(r));
+        if was.map(|b| b.queued) != Some(queued) {
+            changes.queue.push(QueueChange {
                 id: r.id,
                 created_at_ms: r.created_at_ms,
-                queued: now,
-            })
-        })
-        .collect();
+                queued,
+            });
+        }
+        if deadlines == Deadlines::Indexed {
+            let from = was.and_then(|b| b.deadline);
+            let to = deadline::next(&state.effective(r.clone()));
+            if from != to {
+                changes
+                    .deadlines
+                    .push(DeadlineChange { id: r.id, from, to });
+            }
+        }
+    }
+    if deadlines == Deadlines::Indexed && owner_changed {
+        let ids: HashSet<OperationId> = changed.values().map(|r| r.id).collect();
+        changes
+            .deadlines
+            .extend(extended_leases(partition, store, &state, &ids).map_err(projection)?);
+    }
+    changes.records = changed.into_values().collect();
     Ok(Folded {
         position: Position {
             next_offset: from.next_offset + records.len() as u64,
             state,
         },
-        changes: Changes {
-            records: changed.into_values().collect(),
-            queue,
-        },
+        changes,
         applied,
     })
+}
+
+/// The lease deadlines an ownership change moved later: every indexed lease of the partition
+/// (the operations processing now, few however long the history) that the batch did not
+/// touch, as `state` makes it now.
+fn extended_leases(
+    partition: u32,
+    store: &dyn ProjectionStore,
+    state: &PartitionState,
+    touched: &HashSet<OperationId>,
+) -> Result<Vec<DeadlineChange>, ProjectionError> {
+    let mut moved = Vec::new();
+    for due in store.due(partition, DeadlineKind::Lease, u64::MAX, usize::MAX)? {
+        if touched.contains(&due.id) {
+            continue;
+        }
+        let Some(record) = store.get(&due.id)? else {
+            continue;
+        };
+        let from = Some(Deadline {
+            due_ms: due.due_ms,
+            kind: DeadlineKind::Lease,
+        });
+        let to = deadline::next(&state.effective(record));
+        if from != to {
+            moved.push(DeadlineChange {
+                id: due.id,
+                from,
+                to,
+            });
+        }
+    }
+    Ok(moved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::contract::{ContractTerms, LossLevel};
+    use crate::core::event::{
+        BusinessResult, Claim, Completion, Envelope, OwnerChange, Transition,
+    };
+    use crate::core::fingerprint::{FINGERPRINT_VERSION, Fingerprint};
+    use crate::projection::memory::MemoryStore;
+    use std::sync::Arc;
+
+    const PARTITIONS: u32 = 1;
+    const LEASE: u64 = 30_000;
+
+    /// Folds events one batch at a time into a store that keeps the deadline index.
+    struct Fold {
+        store: MemoryStore,
+        position: Position,
+    }
+
+    impl Fold {
+        fn new() -> Self {
+            Self {
+                store: MemoryStore::new(),
+                position: Position::default(),
+            }
+        }
+
+        async fn apply(&mut self, batch: Vec<(u64, ScopedHash, EventBody)>) {
+            let records: Vec<LogRecord> = batch
+                .into_iter()
+                .enumerate()
+                .map(|(i, (at, scope, body))| {
+                    let envelope = Envelope {
+                        scope,
+                        operation_id: OperationId::for_scope(&scope),
+                        reply_to: None,
+                        body,
+                    };
+                    LogRecord {
+                        partition: 0,
+                        offset: self.position.next_offset + i as u64,
+                        timestamp_ms: at,
+                        key: scope.0,
+                        payload: Arc::from(event::encode(&envelope).expect("encodes")),
+                    }
+                })
+                .collect();
+            let folded = fold_batch(0, self.position, &self.store, &records, Deadlines::Indexed)
+                .expect("folds");
+            self.store
+                .commit(0, folded.position, folded.changes)
+                .await
+                .expect("commits");
+            self.position = folded.position;
+        }
+
+        fn due(&self, kind: DeadlineKind) -> Vec<(u64, OperationId)> {
+            self.store
+                .due(0, kind, u64::MAX, usize::MAX)
+                .expect("reads")
+                .into_iter()
+                .map(|d| (d.due_ms, d.id))
+                .collect()
+        }
+    }
+
+    fn scope(n: u8) -> ScopedHash {
+        ScopedHash([n; 32])
+    }
+
+    fn claim(holder: &str) -> EventBody {
+        EventBody::Claimed(Claim {
+            principal: "a".into(),
+            tool: "t".into(),
+            holder: holder.into(),
+            fingerprint: Fingerprint {
+                version: FINGERPRINT_VERSION,
+                parts: vec![],
+            },
+            parent: None,
+            terms: ContractTerms {
+                class: ToolClass::Unsafe,
+                loss: LossLevel::High,
+                lease_ms: LEASE,
+                retention_ms: 1_000_000,
+                queryable: false,
+                accept_unknown_risk: false,
+            },
+        })
+    }
+
+    fn complete(holder: &str) -> EventBody {
+        EventBody::Completed(Completion {
+            by: Transition {
+                holder: holder.into(),
+                expected_version: None,
+            },
+            result: BusinessResult {
+                resource_ref: "r".into(),
+                status: 200,
+                headers: Default::default(),
+            },
+        })
+    }
+
+    fn owner_changed() -> EventBody {
+        EventBody::OwnerChanged(OwnerChange { owner: "n".into() })
+    }
+
+    fn id(n: u8) -> OperationId {
+        OperationId::for_scope(&scope(n))
+    }
+
+    #[tokio::test]
+    async fn given_claims_and_completions_when_folded_then_each_operation_has_one_deadline() {
+        let mut f = Fold::new();
+        f.apply(vec![
+            (1_000, scope(1), claim("w")),
+            (2_000, scope(2), claim("w")),
+        ])
+        .await;
+        assert_eq!(
+            f.due(DeadlineKind::Lease),
+            vec![(31_000, id(1)), (32_000, id(2))]
+        );
+        // Within one batch: completed, its lease entry goes and its retention comes.
+        f.apply(vec![(5_000, scope(1), complete("w"))]).await;
+        assert_eq!(f.due(DeadlineKind::Lease), vec![(32_000, id(2))]);
+        assert_eq!(f.due(DeadlineKind::Retention), vec![(1_005_000, id(1))]);
+        // Touched twice in one batch: only the final deadline is indexed.
+        f.apply(vec![
+            (6_000, scope(3), claim("w")),
+            (7_000, scope(3), complete("w")),
+        ])
+        .await;
+        assert_eq!(
+            f.due(DeadlineKind::Retention),
+            vec![(1_005_000, id(1)), (1_007_000, id(3))]
+        );
+        assert_eq!(f.due(DeadlineKind::Lease), vec![(32_000, id(2))]);
+    }
+
+    #[tokio::test]
+    async fn given_an_ownership_change_when_folded_then_untouched_leases_move_later() {
+        let mut f = Fold::new();
+        f.apply(vec![
+            (1_000, scope(1), claim("w")),
+            (50_000, scope(2), claim("w")),
+        ])
+        .await;
+        // Taken over at 60 s: the lease that ran out unseen runs to 90 s; the one granted at
+        // 50 s (to 80 s) runs to 90 s as well.
+        f.apply(vec![(60_000, ScopedHash::of_partition(0), owner_changed())])
+            .await;
+        assert_eq!(
+            f.due(DeadlineKind::Lease),
+            vec![(90_000, id(1)), (90_000, id(2))]
+        );
+        // The same when the change shares a batch with an operation's own event: renewed to
+        // 110 s, then taken over at 120 s.
+        let heartbeat = EventBody::Heartbeat(Transition {
+            holder: "w".into(),
+            expected_version: None,
+        });
+        f.apply(vec![
+            (80_000, scope(1), heartbeat),
+            (120_000, ScopedHash::of_partition(0), owner_changed()),
+        ])
+        .await;
+        assert_eq!(
+            f.due(DeadlineKind::Lease),
+            vec![(150_000, id(1)), (150_000, id(2))]
+        );
+    }
+
+    #[tokio::test]
+    async fn given_an_event_under_the_partition_scope_that_is_not_an_ownership_change_then_refused()
+    {
+        let store = MemoryStore::new();
+        let envelope = Envelope {
+            scope: ScopedHash::of_partition(0),
+            operation_id: OperationId::for_scope(&ScopedHash::of_partition(0)),
+            reply_to: None,
+            body: claim("w"),
+        };
+        let record = LogRecord {
+            partition: 0,
+            offset: 0,
+            timestamp_ms: 1,
+            key: envelope.scope.0,
+            payload: Arc::from(event::encode(&envelope).expect("encodes")),
+        };
+        let folded = fold_batch(
+            0,
+            Position::default(),
+            &store,
+            &[record],
+            Deadlines::Unindexed,
+        );
+        assert!(matches!(
+            folded,
+            Err(FoldError::KeyMismatch { offset: 0, .. })
+        ));
+        let _ = PARTITIONS;
+    }
 }

@@ -2,7 +2,7 @@
 //! typed [`Partition`] interface, answered by the partition's owner.
 //!
 //! ```text
-//!  ledger ──► router ──► Partition ─┬─ LocalPartition ──► log.append ──► arbiter (fold) ──► store
+//!  ledger ──► router ──► Partition ─┬─ LocalPartition ──► log.append ──► arbiter (follower) ──► store
 //!  (validates,  (partition of       │   (this node owns it)      ▲  answer ◄── replies ◄──┘
 //!   authorises)  a scope or an id)  └─ RemotePartition ──► the owner's LocalPartition
 //!                                      (typed peer messages, cluster::peer)
@@ -10,21 +10,24 @@
 //!
 //! * [`fold`]: the one fold of log records into operation records, shared by the arbiter,
 //!   `rebuild`, `audit` and the consumers.
-//! * [`arbiter`]: the single writer of one partition's projection.
+//! * [`follower`]: reads a partition in order and folds it into a store; the partition's
+//!   arbiter is the follower of its projection whose observer answers the callers.
 //! * [`local`]: the service of a partition this node owns: submit appends and waits for the
 //!   arbiter's decision; reads and the operator queue come from its projection.
 //! * [`replies`]: callers waiting for the decision on the event they appended.
 //! * [`ownership`]: which partitions this node serves.
+//! * [`runner`]: running a partition's arbiter (catch up, record the ownership, serve).
 //!
 //! Only the owner appends a partition's events, and only while it serves the partition: a
 //! request for a partition nobody serves is refused at once ([`PartitionError::NotServing`],
 //! retriable) and appends nothing.
 
-pub mod arbiter;
 pub mod fold;
+pub mod follower;
 pub mod local;
 pub mod ownership;
 pub mod replies;
+pub mod runner;
 
 use crate::core::decision::Decision;
 use crate::core::event::EventBody;

@@ -61,6 +61,14 @@ impl Ownership {
         }
     }
 
+    /// Resolves once this node serves `partition` (at once if it does).
+    pub async fn started_serving(&self, partition: u32) {
+        if let Some(flag) = self.serving.get(partition as usize) {
+            let mut serving = flag.subscribe();
+            let _ = serving.wait_for(|s| *s).await;
+        }
+    }
+
     /// The served partitions, ascending.
     pub fn served(&self) -> Vec<u32> {
         (0..self.partition_count())

@@ -8,6 +8,8 @@
 //! reach nobody.
 
 use super::Answer;
+use super::fold::Applied;
+use super::follower::Observer;
 use crate::core::event::ReplyTo;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -85,6 +87,25 @@ impl Replies {
     /// How many callers are waiting (for tests and metrics).
     pub fn pending(&self) -> usize {
         self.shards.iter().map(|s| lock(s).len()).sum()
+    }
+}
+
+/// The arbiter's observer: each decision goes to its waiting caller, once committed. Answers
+/// for another node or an earlier incarnation reach nobody: their callers timed out with a
+/// retriable answer and ask again.
+impl Observer for Replies {
+    fn observe(&self, batch: &[Applied]) {
+        for applied in batch {
+            if let Some(to) = applied.reply_to {
+                self.deliver(
+                    to,
+                    Answer {
+                        decision: applied.decision.clone(),
+                        record: applied.record.clone(),
+                    },
+                );
+            }
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 //! Each partition's records still travel with its own applied offset in the same atomic batch,
 //! and each arbiter waits for its commit before it reads again, so it always sees its own writes.
 
-use super::{applied_key, encode_position, encode_record, queue_key, record_key};
+use super::{applied_key, deadline_entry, encode_position, encode_record, queue_key, record_key};
 use crate::projection::{Changes, Position, ProjectionError};
 use tokio::sync::{mpsc, oneshot};
 
@@ -96,6 +96,14 @@ fn run(db: sled::Db, mut rx: mpsc::Receiver<Commit>) {
                     batch.insert(&key[..], &[][..]);
                 } else {
                     batch.remove(&key[..]);
+                }
+            }
+            for change in &c.changes.deadlines {
+                if let Some(from) = change.from {
+                    batch.remove(&deadline_entry(c.partition, &change.id, from)[..]);
+                }
+                if let Some(to) = change.to {
+                    batch.insert(&deadline_entry(c.partition, &change.id, to)[..], &[][..]);
                 }
             }
             batch.insert(

@@ -2,8 +2,9 @@
 //! empty stores; [`check_restart`] takes one that opens the *same* storage on every call (the
 //! previous handle is dropped first, after `close` has been called on it).
 
-use super::{Changes, Position, ProjectionStore, QueueChange};
+use super::{Changes, DeadlineChange, Due, Position, ProjectionStore, QueueChange};
 use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
+use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::fingerprint::{FINGERPRINT_VERSION, Fingerprint};
 use crate::core::key::{OperationId, ScopedHash};
 use crate::core::operation::{OpState, OperationRecord};
@@ -69,7 +70,15 @@ async fn commit(
     queue: Vec<QueueChange>,
 ) {
     store
-        .commit(partition, position(next), Changes { records, queue })
+        .commit(
+            partition,
+            position(next),
+            Changes {
+                records,
+                queue,
+                deadlines: Vec::new(),
+            },
+        )
         .await
         .expect("commits");
 }
@@ -79,6 +88,7 @@ pub async fn run_all<S: ProjectionStore>(fresh: impl Fn() -> S) {
     check_fresh(&fresh());
     check_commit_and_read(&fresh()).await;
     check_queue(&fresh()).await;
+    check_deadlines(&fresh()).await;
     check_concurrent_partitions(fresh()).await;
 }
 
@@ -144,6 +154,94 @@ pub async fn check_queue(store: &dyn ProjectionStore) {
     assert_eq!(store.queue(0, 10, 100).expect("reads").items, vec![c, a]);
     assert_eq!(store.queue(1, 10, 100).expect("reads").items, vec![d]);
     assert_eq!(store.queue(2, 10, 100).expect("reads").total, 0);
+}
+
+fn deadline(due_ms: u64, kind: DeadlineKind) -> Option<Deadline> {
+    Some(Deadline { due_ms, kind })
+}
+
+async fn move_deadlines(store: &dyn ProjectionStore, partition: u32, moves: Vec<DeadlineChange>) {
+    let changes = Changes {
+        deadlines: moves,
+        ..Changes::default()
+    };
+    store
+        .commit(partition, position(1), changes)
+        .await
+        .expect("commits");
+}
+
+/// The deadline index of a partition finds what is due by a time, earliest first, per kind,
+/// bounded by the limit; entries move and go; partitions are separate.
+pub async fn check_deadlines(store: &dyn ProjectionStore) {
+    use DeadlineKind::{Lease, Retention};
+    let (a, b, c, d) = (
+        record(1, 1).id,
+        record(2, 1).id,
+        record(3, 1).id,
+        record(4, 1).id,
+    );
+    let add = |id, due, kind| DeadlineChange {
+        id,
+        from: None,
+        to: deadline(due, kind),
+    };
+    move_deadlines(
+        store,
+        0,
+        vec![add(a, 100, Lease), add(b, 50, Lease), add(c, 10, Retention)],
+    )
+    .await;
+    move_deadlines(store, 1, vec![add(d, 5, Lease)]).await;
+    let due = |partition, kind, until, limit| {
+        store
+            .due(partition, kind, until, limit)
+            .expect("reads the index")
+    };
+    let at = |due_ms, id| Due { due_ms, id };
+    assert_eq!(
+        due(0, Lease, 100, 10),
+        vec![at(50, b), at(100, a)],
+        "earliest first"
+    );
+    assert_eq!(due(0, Lease, 99, 10), vec![at(50, b)], "only what is due");
+    assert_eq!(
+        due(0, Lease, 100, 1),
+        vec![at(50, b)],
+        "bounded by the limit"
+    );
+    assert_eq!(
+        due(0, Retention, u64::MAX, 10),
+        vec![at(10, c)],
+        "kinds apart"
+    );
+    assert_eq!(
+        due(1, Lease, u64::MAX, 10),
+        vec![at(5, d)],
+        "partitions apart"
+    );
+    move_deadlines(
+        store,
+        0,
+        vec![
+            DeadlineChange {
+                id: a,
+                from: deadline(100, Lease),
+                to: deadline(20, Lease),
+            },
+            DeadlineChange {
+                id: b,
+                from: deadline(50, Lease),
+                to: None,
+            },
+        ],
+    )
+    .await;
+    assert_eq!(
+        due(0, Lease, u64::MAX, 10),
+        vec![at(20, a)],
+        "moved and removed"
+    );
 }
 
 /// Commits of different partitions at once all land, each with its own position.

@@ -2,7 +2,8 @@
 //! passes the same conformance suite as the sled store; "restart" is a new handle on the same
 //! maps ([`MemoryStore::reopen`]).
 
-use super::{Changes, Position, ProjectionError, ProjectionStore, QueueSlice};
+use super::{Changes, Due, Position, ProjectionError, ProjectionStore, QueueSlice};
+use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -14,6 +15,8 @@ struct Maps {
     positions: HashMap<u32, Position>,
     /// (partition, request time, id).
     queue: BTreeSet<(u32, u64, OperationId)>,
+    /// (partition, kind, due, id).
+    deadlines: BTreeSet<(u32, DeadlineKind, u64, OperationId)>,
 }
 
 /// A projection store in memory.
@@ -72,6 +75,15 @@ impl ProjectionStore for MemoryStore {
                 maps.queue.remove(&entry);
             }
         }
+        let entry = |id, d: Deadline| (partition, d.kind, d.due_ms, id);
+        for change in changes.deadlines {
+            if let Some(from) = change.from {
+                maps.deadlines.remove(&entry(change.id, from));
+            }
+            if let Some(to) = change.to {
+                maps.deadlines.insert(entry(change.id, to));
+            }
+        }
         maps.positions.insert(partition, position);
         Box::pin(std::future::ready(Ok(())))
     }
@@ -98,6 +110,27 @@ impl ProjectionStore for MemoryStore {
             }
         }
         Ok(slice)
+    }
+
+    fn due(
+        &self,
+        partition: u32,
+        kind: DeadlineKind,
+        until_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<Due>, ProjectionError> {
+        let start = (partition, kind, 0, OperationId([0; 16]));
+        let end = (partition, kind, until_ms, OperationId([0xff; 16]));
+        Ok(self
+            .maps()
+            .deadlines
+            .range(start..=end)
+            .take(limit)
+            .map(|(_, _, due_ms, id)| Due {
+                due_ms: *due_ms,
+                id: *id,
+            })
+            .collect())
     }
 
     fn records(

@@ -13,6 +13,9 @@
 //!   or queue; commits of different partitions may run at once.
 //! * **The queue is ordered.** A partition's operator queue lists its entries oldest request
 //!   first (then by id), whatever order they were added in.
+//! * **The deadline index is ordered.** A partition's deadlines of one kind are found earliest
+//!   first, reading only the entries that are due — a timer table, as TigerBeetle and Restate
+//!   keep one, so the time to find them does not grow with the history.
 //!
 //! | implementation | where |
 //! |---|---|
@@ -28,6 +31,7 @@ pub mod memory;
 pub(crate) mod memory;
 pub mod sled;
 
+use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
 use crate::core::partition::PartitionState;
@@ -55,6 +59,26 @@ pub struct QueueChange {
     pub queued: bool,
 }
 
+/// An operation's entry in the deadline index moving (or appearing, or going).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeadlineChange {
+    /// The operation.
+    pub id: OperationId,
+    /// Its deadline as indexed before (`None`: not indexed).
+    pub from: Option<Deadline>,
+    /// Its deadline now (`None`: nothing falls due).
+    pub to: Option<Deadline>,
+}
+
+/// An entry of the deadline index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Due {
+    /// When it falls due (log time, ms).
+    pub due_ms: u64,
+    /// The operation.
+    pub id: OperationId,
+}
+
 /// What one batch of a fold changed.
 #[derive(Debug, Default)]
 pub struct Changes {
@@ -62,6 +86,8 @@ pub struct Changes {
     pub records: Vec<OperationRecord>,
     /// Operator-queue membership changes.
     pub queue: Vec<QueueChange>,
+    /// Deadline-index changes (only a fold that keeps the index makes them).
+    pub deadlines: Vec<DeadlineChange>,
 }
 
 /// One partition's operator queue, oldest request first.
@@ -133,6 +159,17 @@ pub trait ProjectionStore: Send + Sync + 'static {
         limit: usize,
         count_max: usize,
     ) -> Result<QueueSlice, ProjectionError>;
+
+    /// The entries of `partition`'s deadline index of `kind` due at or before `until_ms`,
+    /// earliest first (then by id), at most `limit` of them. Reads only those entries, however
+    /// many others the index holds: finding what is due never sweeps the projection.
+    fn due(
+        &self,
+        partition: u32,
+        kind: DeadlineKind,
+        until_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<Due>, ProjectionError>;
 
     /// Every record, in operation id order (for digests).
     fn records(

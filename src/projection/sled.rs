@@ -12,6 +12,7 @@
 //! | `o` + operation id (16)                              | record format (u16 LE) + bincode record |
 //! | `a` + partition (u32 BE)                             | next offset, last time, owner since (3 × u64 BE) |
 //! | `q` + partition (u32 BE) + created (u64 BE) + id (16) | empty: in the operator queue (manual), oldest first |
+//! | `t` + partition (u32 BE) + kind (1) + due (u64 BE) + id (16) | empty: the deadline index, earliest first |
 //! | `m` + name                                           | metadata: format, log id, partitions    |
 //!
 //! sled 0.34 is beta software with corruption reports after `kill -9`; nothing here is the source
@@ -21,7 +22,8 @@
 #[path = "committer.rs"]
 mod committer;
 
-use super::{Changes, Position, ProjectionError, ProjectionStore, QueueChange, QueueSlice};
+use super::{Changes, Due, Position, ProjectionError, ProjectionStore, QueueChange, QueueSlice};
+use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
 use crate::core::partition::PartitionState;
@@ -35,12 +37,13 @@ use std::sync::Arc;
 /// 3: records carry their recovery bookkeeping.
 /// 4: records name the operation they compensate.
 /// 5: the queue index is ordered by partition and request time; positions carry the
-///    partition's fold state.
+///    partition's fold state; the deadline index exists.
 pub const PROJECTION_FORMAT: u16 = 5;
 
 const PREFIX_RECORD: u8 = b'o';
 const PREFIX_QUEUE: u8 = b'q';
 const PREFIX_APPLIED: u8 = b'a';
+const PREFIX_DEADLINE: u8 = b't';
 const META_FORMAT: &[u8] = b"mformat";
 const META_LOG_ID: &[u8] = b"mlog_id";
 const META_PARTITIONS: &[u8] = b"mpartitions";
@@ -239,6 +242,41 @@ impl ProjectionStore for SledStore {
         Ok(slice)
     }
 
+    fn due(
+        &self,
+        partition: u32,
+        kind: DeadlineKind,
+        until_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<Due>, ProjectionError> {
+        let start = deadline_key(partition, kind, 0, &OperationId([0; 16]));
+        let end = deadline_key(partition, kind, until_ms, &OperationId([0xff; 16]));
+        self.db
+            .range(start..=end)
+            .take(limit)
+            .map(|item| {
+                let (key, _) = item?;
+                let corrupt = || ProjectionError::Corrupt {
+                    what: format!("deadline index of partition {partition}"),
+                    reason: "key is not 30 bytes".into(),
+                };
+                let due_ms = key
+                    .get(6..14)
+                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                    .map(u64::from_be_bytes)
+                    .ok_or_else(corrupt)?;
+                let id = key
+                    .get(14..30)
+                    .and_then(|b| <[u8; 16]>::try_from(b).ok())
+                    .ok_or_else(corrupt)?;
+                Ok(Due {
+                    due_ms,
+                    id: OperationId(id),
+                })
+            })
+            .collect()
+    }
+
     fn records(
         &self,
     ) -> Box<dyn Iterator<Item = Result<OperationRecord, ProjectionError>> + Send + '_> {
@@ -378,6 +416,26 @@ pub(crate) fn queue_key(partition: u32, change: &QueueChange) -> [u8; 29] {
     key[5..13].copy_from_slice(&change.created_at_ms.to_be_bytes());
     key[13..].copy_from_slice(&change.id.0);
     key
+}
+
+pub(crate) fn deadline_key(
+    partition: u32,
+    kind: DeadlineKind,
+    due_ms: u64,
+    id: &OperationId,
+) -> [u8; 30] {
+    let mut key = [0u8; 30];
+    key[0] = PREFIX_DEADLINE;
+    key[1..5].copy_from_slice(&partition.to_be_bytes());
+    key[5] = kind.tag();
+    key[6..14].copy_from_slice(&due_ms.to_be_bytes());
+    key[14..].copy_from_slice(&id.0);
+    key
+}
+
+/// The index key of an operation's deadline.
+pub(crate) fn deadline_entry(partition: u32, id: &OperationId, d: Deadline) -> [u8; 30] {
+    deadline_key(partition, d.kind, d.due_ms, id)
 }
 
 pub(crate) fn encode_position(position: &Position) -> [u8; 24] {

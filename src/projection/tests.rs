@@ -49,7 +49,7 @@ fn commit(p: &SledStore, partition: u32, next: u64, records: Vec<OperationRecord
         .expect("runtime");
     let changes = Changes {
         records,
-        queue: Vec::new(),
+        ..Changes::default()
     };
     let position = Position {
         next_offset: next,

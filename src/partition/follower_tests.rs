@@ -9,6 +9,7 @@ use crate::core::key::{OperationId, ScopedHash};
 use crate::log::embedded::{EmbeddedLog, EmbeddedOptions};
 use crate::log::model::{NewRecord, partition_for};
 use crate::partition::fold::FoldError;
+use crate::partition::replies::Replies;
 use crate::projection::SharedStore;
 use crate::projection::sled::{LogIdentity, SledStore};
 
@@ -91,14 +92,8 @@ impl Fixture {
     }
 }
 
-async fn caught_up(f: &Fixture, projection: &SharedStore, partition: u32) -> Arbiter<EmbeddedLog> {
-    let mut a = Arbiter::new(
-        partition,
-        f.log.clone(),
-        projection.clone(),
-        Arc::new(Replies::with_node(1)),
-    )
-    .expect("arbiter");
+async fn caught_up(f: &Fixture, projection: &SharedStore, partition: u32) -> Follower<EmbeddedLog> {
+    let mut a = Follower::new(partition, f.log.clone(), projection.clone()).expect("arbiter");
     a.catch_up(|_| {}).await.expect("catches up");
     a
 }
@@ -129,7 +124,9 @@ async fn given_a_live_run_when_the_projection_is_rebuilt_then_records_and_decisi
     let (stop, stopped) = watch::channel(false);
     let mut tasks = Vec::new();
     for p in 0..PARTITIONS {
-        let a = Arbiter::new(p, f.log.clone(), live.clone(), replies.clone()).expect("arbiter");
+        let a = Follower::new(p, f.log.clone(), live.clone())
+            .expect("arbiter")
+            .observed_by(replies.clone());
         tasks.push(tokio::spawn(a.run(stopped.clone())));
     }
     let mut decisions = Vec::new();
@@ -171,18 +168,12 @@ async fn given_an_undecodable_event_when_applied_then_the_arbiter_stops_without_
     garbage.extend_from_slice(b"from the future");
     f.append(ScopedHash([7; 32]), garbage).await;
     let projection = f.projection("projection");
-    let mut a = Arbiter::new(
-        p,
-        f.log.clone(),
-        projection.clone(),
-        Arc::new(Replies::new()),
-    )
-    .expect("arbiter");
+    let mut a = Follower::new(p, f.log.clone(), projection.clone()).expect("arbiter");
     let err = a.catch_up(|_| {}).await.expect_err("must stop");
     assert!(
         matches!(
             err,
-            ArbiterError::Fold(FoldError::Undecodable { offset: 1, .. })
+            FollowError::Fold(FoldError::Undecodable { offset: 1, .. })
         ),
         "{err}"
     );
@@ -210,10 +201,9 @@ async fn given_an_event_under_a_foreign_key_when_applied_then_key_mismatch() {
         .append(scope, event::encode(&envelope).expect("encodes"))
         .await;
     let projection = f.projection("projection");
-    let mut a =
-        Arbiter::new(p, f.log.clone(), projection, Arc::new(Replies::new())).expect("arbiter");
+    let mut a = Follower::new(p, f.log.clone(), projection).expect("arbiter");
     assert!(matches!(
         a.catch_up(|_| {}).await,
-        Err(ArbiterError::Fold(FoldError::KeyMismatch { offset: 0, .. }))
+        Err(FollowError::Fold(FoldError::KeyMismatch { offset: 0, .. }))
     ));
 }

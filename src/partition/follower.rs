@@ -1,15 +1,17 @@
-//! The arbiter: the single writer of one partition's projection.
+//! A follower: reads one partition strictly in offset order, folds each batch
+//! ([`fold`](super::fold)) into its own store, commits the changed records together with the
+//! partition's new position in one atomic store commit, and only then tells its observers.
 //!
-//! It reads the partition strictly in offset order, folds each batch ([`fold`](super::fold)),
-//! commits the changed records together with the partition's new position in one atomic store
-//! commit, and only then wakes the callers waiting on those events. Because the position and the
-//! records move together, re-applying an offset the projection already has cannot happen, and a
-//! crash between the log's fsync and the store's write just means the events are applied again
-//! on restart — with the same decisions, since decisions depend only on the log.
+//! The partition's **arbiter** is the follower whose store is the partition's projection and
+//! whose observer answers the waiting callers ([`Replies`](super::replies::Replies)): the single
+//! writer of that projection. The consumers follow the same log with followers of their own,
+//! over stores of their own. Because the position and the records move together, re-applying
+//! an offset a store already has cannot happen, and a crash between the log's fsync and the
+//! store's write just means the events are applied again on restart — with the same decisions,
+//! since decisions depend only on the log.
 
-use super::fold::{Applied, FoldError, fold_batch};
-use super::replies::Replies;
-use super::{Answer, Progress};
+use super::Progress;
+use super::fold::{Applied, Deadlines, FoldError, fold_batch};
 use crate::log::model::{EventLog, LogError};
 use crate::projection::{Position, ProjectionError, SharedStore};
 use std::sync::Arc;
@@ -18,9 +20,9 @@ use tokio::sync::watch;
 /// Most records applied in one store commit.
 pub const APPLY_BATCH_RECORDS_MAX: usize = 2048;
 
-/// Why an arbiter stopped.
+/// Why a follower stopped.
 #[derive(Debug, thiserror::Error)]
-pub enum ArbiterError {
+pub enum FollowError {
     /// The log failed.
     #[error("partition {partition}: log: {source}")]
     Log {
@@ -29,7 +31,7 @@ pub enum ArbiterError {
         /// Why.
         source: LogError,
     },
-    /// The projection store failed.
+    /// The store failed.
     #[error("partition {partition}: {source}")]
     Projection {
         /// Partition.
@@ -49,7 +51,7 @@ pub enum ArbiterError {
         /// Why.
         reason: String,
     },
-    /// The projection has applied more of the partition than the log holds: it was built from
+    /// The store has applied more of the partition than the log holds: it was built from
     /// another log.
     #[error(
         "partition {partition}: the projection has applied {applied} events but the log has \
@@ -58,73 +60,73 @@ pub enum ArbiterError {
     AheadOfLog {
         /// Partition.
         partition: u32,
-        /// Events the projection applied.
+        /// Events the store applied.
         applied: u64,
         /// Events in the log.
         end: u64,
     },
 }
 
-/// Receives every committed batch's applied events, before their callers are answered — so a
-/// caller that has its answer can already see it counted. Must be quick and must not block: it
-/// runs on the arbiter's task.
+/// Receives every committed batch's applied events. Must be quick and must not block: it runs
+/// on the follower's task, before the next batch is read.
 pub trait Observer: Send + Sync {
     /// One committed batch, in offset order.
     fn observe(&self, batch: &[Applied]);
 }
 
-/// One partition's arbiter.
-pub struct Arbiter<L: EventLog> {
+/// One partition's follower.
+pub struct Follower<L: EventLog> {
     partition: u32,
     log: Arc<L>,
-    projection: SharedStore,
-    replies: Arc<Replies>,
+    store: SharedStore,
     position: Position,
-    observer: Option<Arc<dyn Observer>>,
+    observers: Vec<Arc<dyn Observer>>,
+    deadlines: Deadlines,
 }
 
-impl<L: EventLog> Arbiter<L> {
-    /// An arbiter that resumes at the projection's position.
-    pub fn new(
-        partition: u32,
-        log: Arc<L>,
-        projection: SharedStore,
-        replies: Arc<Replies>,
-    ) -> Result<Self, ArbiterError> {
-        let position = projection
+impl<L: EventLog> Follower<L> {
+    /// A follower that resumes at its store's position for `partition`.
+    pub fn new(partition: u32, log: Arc<L>, store: SharedStore) -> Result<Self, FollowError> {
+        let position = store
             .position(partition)
-            .map_err(|source| ArbiterError::Projection { partition, source })?;
+            .map_err(|source| FollowError::Projection { partition, source })?;
         Ok(Self {
             partition,
             log,
-            projection,
-            replies,
+            store,
             position,
-            observer: None,
+            observers: Vec::new(),
+            deadlines: Deadlines::Unindexed,
         })
     }
 
-    /// Tells `observer` what each committed event meant.
-    pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Self {
-        self.observer = Some(observer);
+    /// Tells `observer` what each committed batch applied.
+    pub fn observed_by(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observers.push(observer);
         self
     }
 
-    /// The next offset this arbiter will apply.
+    /// Keeps the store's deadline index.
+    pub fn indexing_deadlines(mut self) -> Self {
+        self.deadlines = Deadlines::Indexed;
+        self
+    }
+
+    /// The next offset this follower will apply.
     pub fn next_offset(&self) -> u64 {
         self.position.next_offset
     }
 
-    /// The log's end now, refusing a projection that is ahead of it.
-    pub async fn end(&self) -> Result<u64, ArbiterError> {
+    /// The log's end now, refusing a store that is ahead of it.
+    pub async fn end(&self) -> Result<u64, FollowError> {
         let partition = self.partition;
         let end = self
             .log
             .end_offset(partition)
             .await
-            .map_err(|source| ArbiterError::Log { partition, source })?;
+            .map_err(|source| FollowError::Log { partition, source })?;
         if self.position.next_offset > end {
-            return Err(ArbiterError::AheadOfLog {
+            return Err(FollowError::AheadOfLog {
                 partition,
                 applied: self.position.next_offset,
                 end,
@@ -135,7 +137,7 @@ impl<L: EventLog> Arbiter<L> {
 
     /// Applies everything durable up to the log's end at the time of the call; `progress` is
     /// called after every batch. Used at start-up and by `rebuild`.
-    pub async fn catch_up(&mut self, progress: impl FnMut(Progress)) -> Result<u64, ArbiterError> {
+    pub async fn catch_up(&mut self, progress: impl FnMut(Progress)) -> Result<u64, FollowError> {
         self.catch_up_to_end(None, progress).await?;
         Ok(self.position.next_offset)
     }
@@ -145,7 +147,7 @@ impl<L: EventLog> Arbiter<L> {
     pub async fn catch_up_unless(
         &mut self,
         stop: &watch::Receiver<bool>,
-    ) -> Result<bool, ArbiterError> {
+    ) -> Result<bool, FollowError> {
         self.catch_up_to_end(Some(stop), |_| {}).await
     }
 
@@ -153,7 +155,7 @@ impl<L: EventLog> Arbiter<L> {
         &mut self,
         stop: Option<&watch::Receiver<bool>>,
         mut progress: impl FnMut(Progress),
-    ) -> Result<bool, ArbiterError> {
+    ) -> Result<bool, FollowError> {
         let end = self.end().await?;
         let start = self.position.next_offset;
         while self.position.next_offset < end {
@@ -171,7 +173,7 @@ impl<L: EventLog> Arbiter<L> {
     }
 
     /// Runs until `stop` turns true or the log closes.
-    pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<(), ArbiterError> {
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<(), FollowError> {
         let partition = self.partition;
         loop {
             let waited = tokio::select! {
@@ -182,47 +184,40 @@ impl<L: EventLog> Arbiter<L> {
             match waited {
                 Ok(()) => self.step(APPLY_BATCH_RECORDS_MAX).await?,
                 Err(LogError::Closed) => return Ok(()),
-                Err(source) => return Err(ArbiterError::Log { partition, source }),
+                Err(source) => return Err(FollowError::Log { partition, source }),
             }
         }
     }
 
-    async fn step(&mut self, max: usize) -> Result<(), ArbiterError> {
+    async fn step(&mut self, max: usize) -> Result<(), FollowError> {
         let partition = self.partition;
         let records = self
             .log
             .read(partition, self.position.next_offset, max)
             .await
-            .map_err(|source| ArbiterError::Log { partition, source })?;
+            .map_err(|source| FollowError::Log { partition, source })?;
         if records.is_empty() {
             return Ok(());
         }
-        let folded = fold_batch(partition, self.position, self.projection.as_ref(), &records)?;
-        self.projection
+        let folded = fold_batch(
+            partition,
+            self.position,
+            self.store.as_ref(),
+            &records,
+            self.deadlines,
+        )?;
+        self.store
             .commit(partition, folded.position, folded.changes)
             .await
-            .map_err(|source| ArbiterError::Projection { partition, source })?;
+            .map_err(|source| FollowError::Projection { partition, source })?;
         self.position = folded.position;
-        if let Some(observer) = &self.observer {
+        for observer in &self.observers {
             observer.observe(&folded.applied);
-        }
-        for applied in folded.applied {
-            if let Some(to) = applied.reply_to {
-                // Answers for another node or an earlier incarnation reach nobody: its caller
-                // timed out with a retriable answer and asks again.
-                self.replies.deliver(
-                    to,
-                    Answer {
-                        decision: applied.decision,
-                        record: applied.record,
-                    },
-                );
-            }
         }
         Ok(())
     }
 }
 
 #[cfg(test)]
-#[path = "arbiter_tests.rs"]
+#[path = "follower_tests.rs"]
 mod tests;

@@ -1,0 +1,76 @@
+//! Running something for each partition a consumer group assigns to this node — the arbiters
+//! in the arbiter group, the consumers' folds in the consumers' group — and stopping it when the
+//! group takes the partition away (confirmed to the group only once it has stopped, between two
+//! batches).
+
+use super::placement::PlacementEvent;
+use crate::partition::follower::FollowError;
+use crate::partition::ownership::Ownership;
+use crate::partition::runner::{PartitionRunner, stopped};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::{Notify, mpsc, watch};
+
+type Running = HashMap<u32, (watch::Sender<bool>, tokio::task::JoinHandle<()>)>;
+
+async fn stop_partition(running: &mut Running, ownership: &Ownership, partition: u32) {
+    if let Some((stop, task)) = running.remove(&partition) {
+        let _ = stop.send(true);
+        // It stops between batches, never half-way through one.
+        let _ = task.await;
+    }
+    ownership.set_serving(partition, false);
+    ownership.set_assigned(partition, false);
+}
+
+/// Runs `runner` for the partitions the group assigns, and stops it where the group takes
+/// partitions away. `ownership` shows what is assigned; the runner marks what it serves.
+/// Ends at `stop` or with the first runner failure.
+pub async fn manage(
+    mut events: mpsc::UnboundedReceiver<PlacementEvent>,
+    runner: Arc<dyn PartitionRunner>,
+    ownership: Arc<Ownership>,
+    changed: Arc<Notify>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), FollowError> {
+    let mut running: Running = HashMap::new();
+    let (failed_tx, mut failed) = mpsc::unbounded_channel::<FollowError>();
+    let result = loop {
+        tokio::select! {
+            _ = stopped(&mut stop) => break Ok(()),
+            Some(e) = failed.recv() => break Err(e),
+            event = events.recv() => match event {
+                None => break Ok(()),
+                Some(PlacementEvent::Assigned(assigned)) => {
+                    for partition in assigned {
+                        if running.contains_key(&partition) {
+                            continue;
+                        }
+                        ownership.set_assigned(partition, true);
+                        let (stop_tx, stop_rx) = watch::channel(false);
+                        let run = runner.clone().run(partition, stop_rx);
+                        let failed = failed_tx.clone();
+                        let task = tokio::spawn(async move {
+                            if let Err(e) = run.await {
+                                let _ = failed.send(e);
+                            }
+                        });
+                        running.insert(partition, (stop_tx, task));
+                    }
+                }
+                Some(PlacementEvent::Revoked(revoked, done)) => {
+                    for partition in revoked {
+                        stop_partition(&mut running, &ownership, partition).await;
+                    }
+                    changed.notify_one();
+                    let _ = done.send(());
+                }
+            },
+        }
+    };
+    let all: Vec<u32> = running.keys().copied().collect();
+    for partition in all {
+        stop_partition(&mut running, &ownership, partition).await;
+    }
+    result
+}

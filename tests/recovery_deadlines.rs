@@ -1,0 +1,260 @@
+//! Recovery finds its work in the deadline index of the consumers' fold, never by sweeping the
+//! projection: with a million settled operations in the consumers' store and a hundred stuck
+//! leases, every stuck lease is picked up within two recovery ticks, and a tick reads only the
+//! entries that are due. A whole node runs in memory here — in-memory log, stores, clock and
+//! status system — through the same seams a real node uses.
+
+use opledger::clock::ManualClock;
+use opledger::cluster::router::Router;
+use opledger::config::{Config, Principal, RecoveryOptions};
+use opledger::consumers::follow::ConsumersRunner;
+use opledger::consumers::recovery::Recovery;
+use opledger::core::contract::{ContractTerms, LossLevel, ToolClass};
+use opledger::core::deadline::{Deadline, DeadlineKind};
+use opledger::core::event::BusinessResult;
+use opledger::core::fingerprint::{FINGERPRINT_VERSION, Fingerprint};
+use opledger::core::key::{OperationId, ScopedHash};
+use opledger::core::operation::{OpState, OperationRecord};
+use opledger::ledger::{ClaimInput, Claimed, Ledger};
+use opledger::log::memory::MemoryLog;
+use opledger::log::model::partition_for;
+use opledger::partition::fold::Applied;
+use opledger::partition::follower::Observer;
+use opledger::partition::local::{LocalPartition, Shared};
+use opledger::partition::ownership::Ownership;
+use opledger::partition::replies::Replies;
+use opledger::partition::runner::{ArbiterRunner, PartitionRunner};
+use opledger::projection::memory::MemoryStore;
+use opledger::projection::{Changes, DeadlineChange, Position, ProjectionStore, SharedStore};
+use opledger::status::memory::MemoryStatus;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Notify, watch};
+
+const PARTITIONS: u32 = 4;
+const SETTLED: u32 = 1_000_000;
+const STUCK: u32 = 100;
+const T0: u64 = 1_700_000_000_000;
+
+fn config() -> Config {
+    Config::parse(
+        r#"
+[[principal]]
+id = "agent-a"
+token = "token-a-0123456789"
+roles = ["agent"]
+tools = ["*"]
+
+[[tool]]
+name = "messages.send"
+class = "unsafe"
+loss = "high"
+lease = "30s"
+[tool.fingerprint]
+recipient = ["to"]
+"#,
+    )
+    .expect("valid config")
+}
+
+/// A settled operation, as the consumers' fold would hold it: completed, its retention two
+/// days away.
+fn settled(n: u32) -> OperationRecord {
+    let mut bytes = [0u8; 32];
+    bytes[..4].copy_from_slice(&n.to_be_bytes());
+    bytes[4] = 0xee;
+    let scope = ScopedHash(bytes);
+    OperationRecord {
+        id: OperationId::for_scope(&scope),
+        scope,
+        principal: "agent-a".into(),
+        tool: "messages.send".into(),
+        fingerprint: Fingerprint {
+            version: FINGERPRINT_VERSION,
+            parts: vec![],
+        },
+        parent: None,
+        compensation_of: None,
+        terms: ContractTerms {
+            class: ToolClass::Unsafe,
+            loss: LossLevel::High,
+            lease_ms: 30_000,
+            retention_ms: 172_800_000,
+            queryable: false,
+            accept_unknown_risk: false,
+        },
+        state: OpState::Completed {
+            result: BusinessResult {
+                resource_ref: format!("msg-{n}"),
+                status: 201,
+                headers: Default::default(),
+            },
+        },
+        version: 2,
+        holder: "w".into(),
+        executions: 1,
+        created_at_ms: T0 - 1_000,
+        updated_at_ms: T0 - 1_000,
+        recovery: Default::default(),
+    }
+}
+
+/// Puts `SETTLED` settled operations into the consumers' store, with their retention deadlines.
+async fn populate(store: &dyn ProjectionStore) {
+    let mut by_partition: Vec<Changes> = (0..PARTITIONS).map(|_| Changes::default()).collect();
+    for n in 0..SETTLED {
+        let record = settled(n);
+        let changes = &mut by_partition[partition_for(&record.scope.0, PARTITIONS) as usize];
+        changes.deadlines.push(DeadlineChange {
+            id: record.id,
+            from: None,
+            to: Some(Deadline {
+                due_ms: record.updated_at_ms + record.terms.retention_ms,
+                kind: DeadlineKind::Retention,
+            }),
+        });
+        changes.records.push(record);
+    }
+    for (partition, changes) in (0..).zip(by_partition) {
+        store
+            .commit(partition, Position::default(), changes)
+            .await
+            .expect("commits");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_million_settled_operations_do_not_slow_finding_a_hundred_stuck_leases() {
+    let clock = ManualClock::new(T0);
+    let log = Arc::new(MemoryLog::new(PARTITIONS, clock.clone()).expect("log"));
+    let consumers_store: SharedStore = Arc::new(MemoryStore::new());
+    populate(consumers_store.as_ref()).await;
+
+    // The node: arbiters over their projection, the consumers' fold over its own store.
+    let ownership = Arc::new(Ownership::new(PARTITIONS));
+    let consuming = Arc::new(Ownership::new(PARTITIONS));
+    let shared = Arc::new(Shared {
+        log: log.clone(),
+        store: Arc::new(MemoryStore::new()),
+        replies: Arc::new(Replies::with_node(1)),
+        ownership: ownership.clone(),
+        decision_wait: Duration::from_secs(10),
+        sole: true,
+    });
+    let arbiters = Arc::new(ArbiterRunner {
+        shared: shared.clone(),
+        owner: "node-1".into(),
+        observers: Vec::new(),
+        changed: Arc::new(Notify::new()),
+    });
+    let claims_folded = Arc::new(ClaimsSeen::default());
+    let consumers = Arc::new(ConsumersRunner {
+        log: log.clone(),
+        store: consumers_store.clone(),
+        ownership: consuming.clone(),
+        observers: vec![claims_folded.clone()],
+    });
+    let (_stop, stopped) = watch::channel(false);
+    for partition in 0..PARTITIONS {
+        tokio::spawn(arbiters.clone().run(partition, stopped.clone()));
+        tokio::spawn(consumers.clone().run(partition, stopped.clone()));
+        ownership.started_serving(partition).await;
+        consuming.started_serving(partition).await;
+    }
+    let config = config();
+    let router = Arc::new(Router::new(
+        LocalPartition::all(shared.clone()),
+        ownership.clone(),
+        None,
+    ));
+    let ledger = Arc::new(Ledger::new(router, config.tools.clone()));
+    let principal: Principal = config
+        .principals_by_token
+        .values()
+        .next()
+        .expect("a principal")
+        .clone();
+
+    // A hundred executors claim and vanish.
+    let mut ids = Vec::new();
+    for n in 0..STUCK {
+        let key = format!("send-{n}");
+        let request = serde_json::json!({"to": format!("user-{n}")});
+        let claimed = ledger
+            .claim(
+                &principal,
+                ClaimInput {
+                    tool: "messages.send",
+                    key: Some(&key),
+                    holder: "vanishing-worker",
+                    request: &request,
+                    parent: None,
+                },
+            )
+            .await
+            .expect("claimed");
+        let Claimed::Decided(answer) = claimed else {
+            panic!("recorded tool")
+        };
+        ids.push(answer.record.expect("a record").id);
+    }
+    // The consumers' fold has applied every claim.
+    let mut seen = claims_folded.0.subscribe();
+    tokio::time::timeout(Duration::from_secs(30), seen.wait_for(|n| *n >= STUCK))
+        .await
+        .expect("the consumers' fold keeps up")
+        .expect("observer alive");
+
+    let recovery = Arc::new(Recovery::new(
+        consumers_store.clone(),
+        consuming.clone(),
+        ledger.clone(),
+        Arc::new(MemoryStatus::default()),
+        clock.clone(),
+        RecoveryOptions {
+            tick: Duration::from_millis(20),
+            concurrency: 16,
+            scan_batch: 10_000,
+            ..RecoveryOptions::default()
+        },
+    ));
+    // Before the leases lapse, a tick reads nothing at all: the index is ordered by due time.
+    let quiet = recovery.tick().await.expect("ticks");
+    assert_eq!((quiet.examined, quiet.acted), (0, 0));
+
+    clock.advance(31_000);
+    // Tick by tick: each tick works everything it found before it returns.
+    let first = recovery.tick().await.expect("ticks");
+    assert_eq!(
+        (first.examined, first.acted),
+        (STUCK as usize, STUCK as usize),
+        "one tick reads exactly the due entries, not the {SETTLED} settled ones"
+    );
+    let manual = |shared: &Shared<MemoryLog>| {
+        ids.iter()
+            .filter(|id| {
+                let record = shared.store.get(id).expect("reads").expect("exists");
+                matches!(record.state, OpState::Manual { .. })
+            })
+            .count()
+    };
+    if manual(&shared) < STUCK as usize {
+        recovery.tick().await.expect("ticks");
+    }
+    assert_eq!(
+        manual(&shared),
+        STUCK as usize,
+        "every lapsed lease of an unqueryable tool went to a person within two ticks"
+    );
+}
+
+/// Counts the claims a fold applied live.
+#[derive(Default)]
+struct ClaimsSeen(watch::Sender<u32>);
+
+impl Observer for ClaimsSeen {
+    fn observe(&self, batch: &[Applied]) {
+        let claims = batch.iter().filter(|a| a.event == "claimed").count() as u32;
+        self.0.send_modify(|n| *n += claims);
+    }
+}
