@@ -1,3 +1,4 @@
+use super::layout::META_FORMAT;
 use super::*;
 use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
 use crate::core::fingerprint::{FINGERPRINT_VERSION, Fingerprint};

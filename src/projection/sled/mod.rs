@@ -19,16 +19,23 @@
 //! of truth. A projection that cannot be opened, or whose metadata does not match the log, is moved
 //! aside and rebuilt by re-applying the log from offset 0.
 
-#[path = "committer.rs"]
 mod committer;
+mod directory;
+mod layout;
 
-use super::{Changes, Due, Position, ProjectionError, ProjectionStore, QueueChange, QueueSlice};
-use crate::core::deadline::{Deadline, DeadlineKind};
+use super::{Changes, Due, Position, ProjectionError, ProjectionStore, QueueSlice};
+use crate::core::deadline::DeadlineKind;
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
-use crate::core::partition::PartitionState;
 use committer::Committer;
-use std::path::{Path, PathBuf};
+use directory::{
+    check_meta, clean_marker, forget_clean, move_aside, open_db, sync_parent, write_meta,
+};
+use layout::{
+    PREFIX_RECORD, applied_key, deadline_key, decode_position, decode_record, queue_prefix,
+    record_key,
+};
+use std::path::Path;
 use std::sync::Arc;
 
 /// Version of the stored record layout. Bump it when [`OperationRecord`] changes shape: a
@@ -39,14 +46,6 @@ use std::sync::Arc;
 /// 5: the queue index is ordered by partition and request time; positions carry the
 ///    partition's fold state; the deadline index exists.
 pub const PROJECTION_FORMAT: u16 = 5;
-
-const PREFIX_RECORD: u8 = b'o';
-const PREFIX_QUEUE: u8 = b'q';
-const PREFIX_APPLIED: u8 = b'a';
-const PREFIX_DEADLINE: u8 = b't';
-const META_FORMAT: &[u8] = b"mformat";
-const META_LOG_ID: &[u8] = b"mlog_id";
-const META_PARTITIONS: &[u8] = b"mpartitions";
 
 /// Why a projection was rebuilt at open instead of resumed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -291,213 +290,5 @@ impl ProjectionStore for SledStore {
     }
 }
 
-/// `<dir>.clean`: present only between a clean stop and the next open.
-fn clean_marker(dir: &Path) -> PathBuf {
-    let mut name = dir.as_os_str().to_owned();
-    name.push(".clean");
-    PathBuf::from(name)
-}
-
-fn forget_clean(marker: &Path) -> Result<(), ProjectionError> {
-    let io = |source| ProjectionError::Marker {
-        path: marker.to_owned(),
-        source,
-    };
-    match std::fs::remove_file(marker) {
-        Ok(()) => sync_parent(marker).map_err(io),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io(e)),
-    }
-}
-
-fn sync_parent(path: &Path) -> std::io::Result<()> {
-    match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => std::fs::File::open(parent)?.sync_all(),
-        _ => Ok(()),
-    }
-}
-
-/// How long an open waits for sled to release its file lock after the previous handle in this
-/// process was dropped.
-const LOCK_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
-fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, sled::Error> {
-    let open = || {
-        sled::Config::new()
-            .path(dir)
-            .cache_capacity(cache_bytes)
-            .flush_every_ms(Some(1_000))
-            .open()
-    };
-    // sled releases its file lock from its flusher thread some time after the last handle is
-    // dropped, so an in-process reopen (rebuild, tests) may briefly find it still held. Another
-    // process holding it keeps it for good, and that error is returned after the wait.
-    let deadline = std::time::Instant::now() + LOCK_RELEASE_WAIT;
-    loop {
-        match open() {
-            // sled reports it as ErrorKind::Other with this message (sled 0.34 config.rs).
-            Err(sled::Error::Io(e))
-                if e.to_string().starts_with("could not acquire lock")
-                    && std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            other => return other,
-        }
-    }
-}
-
-/// `Ok(true)`: matches; `Ok(false)`: no metadata yet; `Err(reason)`: belongs elsewhere.
-fn check_meta(db: &sled::Db, log: LogIdentity) -> Result<bool, String> {
-    let get = |k: &[u8]| {
-        db.get(k)
-            .map_err(|e| format!("its metadata cannot be read: {e}"))
-    };
-    let (Some(format), Some(log_id), Some(partitions)) =
-        (get(META_FORMAT)?, get(META_LOG_ID)?, get(META_PARTITIONS)?)
-    else {
-        return Ok(false);
-    };
-    if format.as_ref() != PROJECTION_FORMAT.to_le_bytes() {
-        return Err(format!(
-            "its record format is {:?}, this build writes {PROJECTION_FORMAT}",
-            format.as_ref()
-        ));
-    }
-    if log_id.as_ref() != log.log_id {
-        return Err("it was built from another log".into());
-    }
-    if partitions.as_ref() != log.partitions.to_le_bytes() {
-        return Err("it was built for another partition count".into());
-    }
-    Ok(true)
-}
-
-fn write_meta(db: &sled::Db, log: LogIdentity) -> Result<(), ProjectionError> {
-    let mut batch = sled::Batch::default();
-    batch.insert(META_FORMAT, &PROJECTION_FORMAT.to_le_bytes()[..]);
-    batch.insert(META_LOG_ID, &log.log_id[..]);
-    batch.insert(META_PARTITIONS, &log.partitions.to_le_bytes()[..]);
-    db.apply_batch(batch)?;
-    db.flush()?;
-    Ok(())
-}
-
-fn move_aside(dir: &Path) -> Result<(), ProjectionError> {
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
-    let mut aside = dir.as_os_str().to_owned();
-    aside.push(format!(".broken-{stamp}"));
-    std::fs::rename(dir, &aside).map_err(|source| ProjectionError::MoveAside {
-        path: dir.to_owned(),
-        source,
-    })
-}
-
-pub(crate) fn record_key(id: &OperationId) -> [u8; 17] {
-    let mut key = [0u8; 17];
-    key[0] = PREFIX_RECORD;
-    key[1..].copy_from_slice(&id.0);
-    key
-}
-
-fn queue_prefix(partition: u32) -> [u8; 5] {
-    let mut key = [0u8; 5];
-    key[0] = PREFIX_QUEUE;
-    key[1..].copy_from_slice(&partition.to_be_bytes());
-    key
-}
-
-pub(crate) fn queue_key(partition: u32, change: &QueueChange) -> [u8; 29] {
-    let mut key = [0u8; 29];
-    key[..5].copy_from_slice(&queue_prefix(partition));
-    key[5..13].copy_from_slice(&change.created_at_ms.to_be_bytes());
-    key[13..].copy_from_slice(&change.id.0);
-    key
-}
-
-pub(crate) fn deadline_key(
-    partition: u32,
-    kind: DeadlineKind,
-    due_ms: u64,
-    id: &OperationId,
-) -> [u8; 30] {
-    let mut key = [0u8; 30];
-    key[0] = PREFIX_DEADLINE;
-    key[1..5].copy_from_slice(&partition.to_be_bytes());
-    key[5] = kind.tag();
-    key[6..14].copy_from_slice(&due_ms.to_be_bytes());
-    key[14..].copy_from_slice(&id.0);
-    key
-}
-
-/// The index key of an operation's deadline.
-pub(crate) fn deadline_entry(partition: u32, id: &OperationId, d: Deadline) -> [u8; 30] {
-    deadline_key(partition, d.kind, d.due_ms, id)
-}
-
-pub(crate) fn encode_position(position: &Position) -> [u8; 24] {
-    let mut value = [0u8; 24];
-    value[..8].copy_from_slice(&position.next_offset.to_be_bytes());
-    value[8..16].copy_from_slice(&position.state.last_at_ms.to_be_bytes());
-    value[16..].copy_from_slice(&position.state.owner_since_ms.to_be_bytes());
-    value
-}
-
-fn decode_position(bytes: &[u8]) -> Option<Position> {
-    let word = |i: usize| {
-        bytes
-            .get(i * 8..i * 8 + 8)
-            .and_then(|b| <[u8; 8]>::try_from(b).ok())
-            .map(u64::from_be_bytes)
-    };
-    (bytes.len() == 24).then_some(())?;
-    Some(Position {
-        next_offset: word(0)?,
-        state: PartitionState {
-            last_at_ms: word(1)?,
-            owner_since_ms: word(2)?,
-        },
-    })
-}
-
-pub(crate) fn applied_key(partition: u32) -> [u8; 5] {
-    let mut key = [0u8; 5];
-    key[0] = PREFIX_APPLIED;
-    key[1..].copy_from_slice(&partition.to_be_bytes());
-    key
-}
-
-pub(crate) fn encode_record(record: &OperationRecord) -> Vec<u8> {
-    let mut out = PROJECTION_FORMAT.to_le_bytes().to_vec();
-    // Plain data into a Vec: encoding cannot fail.
-    let body = bincode::serde::encode_to_vec(record, bincode::config::standard())
-        .expect("operation record encodes");
-    out.extend_from_slice(&body);
-    out
-}
-
-fn decode_record(
-    bytes: &[u8],
-    what: impl Fn() -> String,
-) -> Result<OperationRecord, ProjectionError> {
-    let corrupt = |reason: String| ProjectionError::Corrupt {
-        what: what(),
-        reason,
-    };
-    let (format, body) = bytes
-        .split_first_chunk::<2>()
-        .ok_or_else(|| corrupt("shorter than its format prefix".into()))?;
-    if u16::from_le_bytes(*format) != PROJECTION_FORMAT {
-        return Err(corrupt(format!("format {}", u16::from_le_bytes(*format))));
-    }
-    bincode::serde::decode_from_slice(body, bincode::config::standard())
-        .map(|(record, _)| record)
-        .map_err(|e| corrupt(e.to_string()))
-}
-
 #[cfg(test)]
-#[path = "tests.rs"]
 mod tests;

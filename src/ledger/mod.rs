@@ -7,176 +7,34 @@
 //! before anything is appended, so it leaves no trace in the log. Nothing here holds a lock
 //! across an await.
 
+mod compensate;
+mod error;
+mod requests;
+
+pub use error::LedgerError;
+pub use requests::{ClaimInput, Claimed, OperatorCommand, Report};
+
 use crate::cluster::router::Router;
 use crate::config::Principal;
 use crate::core::contract::ToolContract;
 use crate::core::decision::Decision;
 use crate::core::event::{
-    BusinessResult, Claim, CompensationClaim, Completion, EventBody, Evidence, Failure,
-    FailureKind, OperatorAction, Resolution, ResolvedOutcome, Transition,
+    Claim, Completion, EventBody, Failure, OperatorAction, Resolution, ResolvedOutcome, Transition,
 };
-use crate::core::fingerprint::{self, Fingerprint, FingerprintError};
-use crate::core::input::{self, InputError};
-use crate::core::key::{ClientKey, KeyError, OperationId, ScopedHash};
+use crate::core::fingerprint::{self, Fingerprint};
+use crate::core::input;
+use crate::core::key::{ClientKey, OperationId, ScopedHash};
 use crate::core::operation::{OpState, OperationRecord};
 use crate::metrics::Metrics;
-use crate::partition::{Answer, Lookup, PartitionError};
-use crate::projection::ProjectionError;
-use crate::status::{SharedStatusClient, VERSION_HEADER};
+use crate::partition::{Answer, Lookup};
+use crate::status::SharedStatusClient;
+use requests::check_result;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Timeout of the status query a compensation request makes.
 pub const STATUS_QUERY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Most operator-queue entries asked of each partition.
-pub const RECONCILIATION_ITEMS_MAX: usize = 1000;
-
-/// Why a call was refused or could not be answered. Messages never carry a key, a token or a
-/// request value.
-#[derive(Debug, thiserror::Error)]
-pub enum LedgerError {
-    /// No `Idempotency-Key`.
-    #[error("the Idempotency-Key header is missing")]
-    MissingKey,
-    /// The key is not acceptable.
-    #[error(transparent)]
-    Key(#[from] KeyError),
-    /// The tool is not declared.
-    #[error("the tool is not declared in this ledger's config")]
-    UnknownTool,
-    /// The principal may not use the tool.
-    #[error("this principal may not use the tool")]
-    ToolNotAllowed,
-    /// A field is not acceptable.
-    #[error(transparent)]
-    Input(#[from] InputError),
-    /// The business request cannot be fingerprinted.
-    #[error("the request cannot be fingerprinted: {0}")]
-    Fingerprint(#[from] FingerprintError),
-    /// The parent is not an operation of this principal.
-    #[error("`parent` names no operation of this principal")]
-    UnknownParent,
-    /// The parent has no result yet, so the child's fingerprint cannot include it.
-    #[error("the parent operation has not completed, so its result cannot enter this claim")]
-    ParentNotCompleted,
-    /// No such operation for this principal.
-    #[error("no such operation")]
-    NotFound,
-    /// The log did not acknowledge the event: it may or may not be recorded, and nothing was
-    /// answered. Retrying the same call is safe (same key and holder, same operation).
-    #[error("the log did not acknowledge the event; retry the same call: {0}")]
-    Unavailable(String),
-    /// The event is durable but its decision did not arrive in time; retrying the same call is
-    /// safe and returns the same operation.
-    #[error("the decision did not arrive in time; retry the same call")]
-    DecisionTimeout,
-    /// The partition has no serving owner right now, or its owner could not be reached;
-    /// retrying the same call shortly is safe.
-    #[error(transparent)]
-    OwnerUnavailable(PartitionError),
-    /// The projection store failed.
-    #[error(transparent)]
-    Projection(#[from] ProjectionError),
-    /// The tool's contract names no compensating tool.
-    #[error("the tool's contract names no compensation")]
-    NoCompensation,
-    /// The original's outcome is not settled yet: converge it first.
-    #[error(
-        "the original operation has not finished; its outcome must be settled before compensating"
-    )]
-    OriginalNotSettled,
-    /// The original definitely failed: there is nothing to compensate.
-    #[error("the original operation failed; there is nothing to compensate")]
-    NothingToCompensate,
-}
-
-impl LedgerError {
-    /// Whether the same call may simply be repeated (the API answers these with 503).
-    pub fn retriable(&self) -> bool {
-        matches!(
-            self,
-            Self::Unavailable(_) | Self::DecisionTimeout | Self::OwnerUnavailable(_)
-        )
-    }
-}
-
-impl From<PartitionError> for LedgerError {
-    fn from(e: PartitionError) -> Self {
-        match e {
-            PartitionError::EventTooLarge { max } => Self::Input(InputError {
-                field: "request",
-                rule: format!("makes an event larger than {max} bytes"),
-            }),
-            PartitionError::Unavailable(m) => Self::Unavailable(m),
-            PartitionError::DecisionTimeout => Self::DecisionTimeout,
-            PartitionError::Store(e) => Self::Projection(e),
-            e @ (PartitionError::NotServing { .. }
-            | PartitionError::Moved { .. }
-            | PartitionError::Peer(_)) => Self::OwnerUnavailable(e),
-        }
-    }
-}
-
-/// A claim as callers send it.
-#[derive(Debug, Clone, Copy)]
-pub struct ClaimInput<'a> {
-    /// Tool name.
-    pub tool: &'a str,
-    /// The raw `Idempotency-Key` header, if any.
-    pub key: Option<&'a str>,
-    /// The worker asking to execute.
-    pub holder: &'a str,
-    /// The business request.
-    pub request: &'a serde_json::Value,
-    /// The upstream operation id, for sub-keys.
-    pub parent: Option<&'a str>,
-}
-
-/// The answer to a claim.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Claimed {
-    /// A `read` tool: nothing is recorded; call and retry freely.
-    NotRecorded,
-    /// The arbiter's decision.
-    Decided(Box<Answer>),
-}
-
-/// An executor's report about its operation.
-#[derive(Debug, Clone)]
-pub enum Report {
-    /// Still working: extend the lease.
-    Heartbeat,
-    /// The side effect happened.
-    Complete(BusinessResult),
-    /// It failed definitely, or was not accepted.
-    Fail {
-        /// Which.
-        kind: FailureKind,
-        /// The business error code.
-        code: String,
-    },
-    /// Nobody knows whether it happened.
-    Unknown,
-}
-
-/// What an operator does to an operation.
-#[derive(Debug, Clone)]
-pub enum OperatorCommand {
-    /// Take it over: automation stops touching it.
-    TakeOver {
-        /// The version the operator saw.
-        expected_version: Option<u64>,
-    },
-    /// Settle it.
-    Resolve {
-        /// The version the operator saw.
-        expected_version: Option<u64>,
-        /// What the operator established.
-        outcome: ResolvedOutcome,
-    },
-}
 
 /// The ledger service.
 pub struct Ledger {
@@ -378,82 +236,6 @@ impl Ledger {
         self.submit(record.scope, body).await
     }
 
-    /// Requests the compensation of a completed operation: an operation of its own, with a
-    /// key derived from the original's, the compensating tool's contract and fingerprint (the
-    /// original's result reference included), executed through the same claim protocol.
-    /// Refused while the original is not settled. If the original's tool can be queried and
-    /// reports a different resource version than at completion, a person decides instead of
-    /// automation.
-    pub async fn compensate(
-        &self,
-        principal: &Principal,
-        original_id: OperationId,
-        holder: &str,
-        request: &serde_json::Value,
-    ) -> Result<Answer, LedgerError> {
-        input::visible_ascii("holder", holder, input::HOLDER_BYTES_MAX)?;
-        let original = self.owned(principal, original_id).await?;
-        let contract = self
-            .tools
-            .get(&original.tool)
-            .ok_or(LedgerError::UnknownTool)?;
-        let tool = contract
-            .compensation
-            .as_deref()
-            .ok_or(LedgerError::NoCompensation)?;
-        let compensating = self.tools.get(tool).ok_or(LedgerError::UnknownTool)?;
-        if !principal.may_use(tool) {
-            return Err(LedgerError::ToolNotAllowed);
-        }
-        let result = match &original.state {
-            OpState::Completed { result } => result,
-            OpState::Failed { .. } | OpState::Released { .. } => {
-                return Err(LedgerError::NothingToCompensate);
-            }
-            _ => return Err(LedgerError::OriginalNotSettled),
-        };
-        let fingerprint = fingerprint::fingerprint_v1(
-            &compensating.fingerprint,
-            request,
-            Some(&result.resource_ref),
-        )?;
-        let resource_changed = self.resource_changed(contract, &original, result).await;
-        let body = EventBody::CompensationClaimed(CompensationClaim {
-            claim: Claim {
-                principal: principal.id.clone(),
-                tool: tool.to_owned(),
-                holder: holder.to_owned(),
-                fingerprint,
-                parent: Some(original.id),
-                terms: compensating.terms(),
-            },
-            original: original.id,
-            resource_changed,
-        });
-        self.submit(original.scope.derived("compensation"), body)
-            .await
-    }
-
-    /// Whether the external system now reports another version of the original's resource
-    /// than the one recorded at completion. Only evidence counts: no version recorded, no
-    /// status URL, or an inconclusive answer all mean "no evidence of a change".
-    async fn resource_changed(
-        &self,
-        contract: &ToolContract,
-        original: &OperationRecord,
-        result: &BusinessResult,
-    ) -> bool {
-        let Some(recorded) = result.headers.get(VERSION_HEADER) else {
-            return false;
-        };
-        match self.status.query(contract, original.id).await {
-            Evidence::Found { result: now, .. } => {
-                now.headers.get(VERSION_HEADER) != Some(recorded)
-            }
-            _ => false,
-        }
-    }
-
     /// Appends an event about the operation with `scope` on behalf of a consumer (recovery,
     /// retention): consumers act only by appending events; the arbiter decides.
     pub async fn append_for(
@@ -519,24 +301,4 @@ impl Ledger {
         let partition = self.router.partition(self.router.of_scope(&scope))?;
         Ok(partition.submit(scope, body).await?)
     }
-}
-
-/// Checks a business result's bounds before it is stored and replayed.
-fn check_result(result: &BusinessResult) -> Result<(), InputError> {
-    input::plain_text(
-        "resource_ref",
-        &result.resource_ref,
-        input::RESOURCE_REF_BYTES_MAX,
-    )?;
-    if result.headers.len() > input::RESULT_HEADERS_MAX {
-        return Err(InputError {
-            field: "headers",
-            rule: format!("may hold at most {} entries", input::RESULT_HEADERS_MAX),
-        });
-    }
-    for (name, value) in &result.headers {
-        input::visible_ascii("headers", name, input::HEADER_BYTES_MAX)?;
-        input::plain_text("headers", value, input::HEADER_BYTES_MAX)?;
-    }
-    Ok(())
 }

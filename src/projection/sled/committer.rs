@@ -7,7 +7,9 @@
 //! Each partition's records still travel with its own applied offset in the same atomic batch,
 //! and each arbiter waits for its commit before it reads again, so it always sees its own writes.
 
-use super::{applied_key, deadline_entry, encode_position, encode_record, queue_key, record_key};
+use super::layout::{
+    applied_key, deadline_entry, encode_position, encode_record, queue_key, record_key,
+};
 use crate::projection::{Changes, Position, ProjectionError};
 use tokio::sync::{mpsc, oneshot};
 

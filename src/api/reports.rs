@@ -1,0 +1,144 @@
+//! The executor's reports on a claimed operation: heartbeat, complete, fail, outcome unknown.
+
+use super::ApiState;
+use super::answer::render_answer;
+use super::error::ApiError;
+use super::request::{agent_json, operation_id};
+use crate::config::Principal;
+use crate::core::event::{BusinessResult, FailureKind};
+use crate::ledger::Report;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HolderBody {
+    holder: String,
+    expected_version: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ResultBody {
+    pub(super) resource_ref: String,
+    pub(super) status: u16,
+    #[serde(default)]
+    pub(super) headers: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompleteBody {
+    holder: String,
+    expected_version: Option<u64>,
+    result: ResultBody,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+enum FailKindBody {
+    Definite,
+    NotAccepted,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FailBody {
+    holder: String,
+    expected_version: Option<u64>,
+    kind: FailKindBody,
+    code: String,
+}
+
+async fn report(
+    state: &ApiState,
+    principal: &Principal,
+    id: &str,
+    holder: &str,
+    expected_version: Option<u64>,
+    report: Report,
+) -> Result<Response, ApiError> {
+    let answer = state
+        .ledger
+        .report(
+            principal,
+            operation_id(id)?,
+            holder,
+            expected_version,
+            report,
+        )
+        .await?;
+    Ok(render_answer(principal, &answer))
+}
+
+pub(super) async fn heartbeat(
+    State(state): State<Arc<ApiState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let (principal, b): (_, HolderBody) = agent_json(&state, &headers, body).await?;
+    report(
+        &state,
+        &principal,
+        &id,
+        &b.holder,
+        b.expected_version,
+        Report::Heartbeat,
+    )
+    .await
+}
+
+pub(super) async fn unknown(
+    State(state): State<Arc<ApiState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let (principal, b): (_, HolderBody) = agent_json(&state, &headers, body).await?;
+    report(
+        &state,
+        &principal,
+        &id,
+        &b.holder,
+        b.expected_version,
+        Report::Unknown,
+    )
+    .await
+}
+
+pub(super) async fn complete(
+    State(state): State<Arc<ApiState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let (principal, b): (_, CompleteBody) = agent_json(&state, &headers, body).await?;
+    let result = BusinessResult {
+        resource_ref: b.result.resource_ref,
+        status: b.result.status,
+        headers: b.result.headers,
+    };
+    let r = Report::Complete(result);
+    report(&state, &principal, &id, &b.holder, b.expected_version, r).await
+}
+
+pub(super) async fn fail(
+    State(state): State<Arc<ApiState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let (principal, b): (_, FailBody) = agent_json(&state, &headers, body).await?;
+    let kind = match b.kind {
+        FailKindBody::Definite => FailureKind::Definite,
+        FailKindBody::NotAccepted => FailureKind::NotAccepted,
+    };
+    let r = Report::Fail { kind, code: b.code };
+    report(&state, &principal, &id, &b.holder, b.expected_version, r).await
+}

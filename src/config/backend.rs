@@ -1,0 +1,218 @@
+//! The `[log]` backend: the embedded log, or Kafka with its topics, group and the secret nodes
+//! share.
+
+use super::ConfigError;
+use super::raw::RawLog;
+use serde::Deserialize;
+
+/// Which backend holds the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Segment files in the data directory (the default).
+    Embedded,
+    /// A Kafka cluster.
+    Kafka(KafkaSettings),
+}
+
+/// Where and how a node finds its log on Kafka (`[log]` with `backend = "kafka"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KafkaSettings {
+    /// Bootstrap servers, `host:port,…`.
+    pub brokers: String,
+    /// The events topic (default `opledger.events`).
+    pub topic: String,
+    /// The topic nodes announce themselves on (default `opledger.members`).
+    pub members_topic: String,
+    /// The consumer group that places the arbiters (default `opledger`).
+    pub group: String,
+    /// Replication factor of topics a node creates when they are missing (default 3).
+    pub replication_factor: u16,
+    /// How other nodes reach this node (`None`: `http://` + the bound address).
+    pub advertise: Option<String>,
+    /// The secret every node of the cluster shares to authenticate peer messages.
+    pub peer_secret: Option<PeerSecret>,
+    /// Extra librdkafka producer settings (tuning only; unsafe ones are refused at start).
+    pub librdkafka: Vec<(String, String)>,
+}
+
+impl KafkaSettings {
+    /// Settings for `brokers` with every default.
+    pub fn new(brokers: &str) -> Self {
+        Self {
+            brokers: brokers.to_owned(),
+            topic: KAFKA_TOPIC_DEFAULT.to_owned(),
+            members_topic: KAFKA_MEMBERS_TOPIC_DEFAULT.to_owned(),
+            group: KAFKA_GROUP_DEFAULT.to_owned(),
+            replication_factor: 3,
+            advertise: None,
+            peer_secret: PeerSecret::from_env(),
+            librdkafka: Vec::new(),
+        }
+    }
+}
+
+/// The secret nodes of one cluster share. Never printed, not even in a debug dump.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct PeerSecret(String);
+
+impl PeerSecret {
+    /// A secret.
+    pub fn new(secret: &str) -> Self {
+        Self(secret.to_owned())
+    }
+
+    /// The secret from [`PEER_SECRET_ENV`], if set.
+    pub fn from_env() -> Option<Self> {
+        std::env::var(PEER_SECRET_ENV)
+            .ok()
+            .filter(|s| !s.is_empty())
+            .map(Self)
+    }
+
+    /// The secret itself, to key the peer messages' signatures.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for PeerSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerSecret(<redacted>)")
+    }
+}
+
+/// Default events topic.
+pub const KAFKA_TOPIC_DEFAULT: &str = "opledger.events";
+/// Default members topic.
+pub const KAFKA_MEMBERS_TOPIC_DEFAULT: &str = "opledger.members";
+/// The environment variable that gives the peer secret when the config does not.
+pub const PEER_SECRET_ENV: &str = "OPLEDGER_PEER_SECRET";
+/// Default consumer group of the arbiters.
+pub const KAFKA_GROUP_DEFAULT: &str = "opledger";
+
+/// The backend `[log]` names, with its settings checked.
+pub(super) fn validate_backend(log: &RawLog) -> Result<Backend, ConfigError> {
+    let invalid = |m: String| ConfigError::Invalid(m);
+    let backend = match (log.backend.as_str(), log.brokers.clone()) {
+        ("embedded", _) => Backend::Embedded,
+        ("kafka", Some(brokers)) if !brokers.trim().is_empty() => {
+            let name = |value: &Option<String>, default: &str, what: &str| {
+                let v = value.clone().unwrap_or_else(|| default.to_owned());
+                let ok = !v.is_empty()
+                    && v.len() <= 249
+                    && v.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+                if ok {
+                    Ok(v)
+                } else {
+                    Err(invalid(format!(
+                        "[log] {what} = {v:?}: use 1-249 characters of a-z, A-Z, 0-9, '.', '_', '-'"
+                    )))
+                }
+            };
+            let topic = name(&log.topic, KAFKA_TOPIC_DEFAULT, "topic")?;
+            let members_topic = name(
+                &log.members_topic,
+                KAFKA_MEMBERS_TOPIC_DEFAULT,
+                "members_topic",
+            )?;
+            if topic == members_topic {
+                return Err(invalid(
+                    "[log] topic and members_topic must differ".to_owned(),
+                ));
+            }
+            let peer_secret = log
+                .peer_secret
+                .clone()
+                .filter(|s| !s.0.is_empty())
+                .or_else(PeerSecret::from_env);
+            if peer_secret.as_ref().is_some_and(|s| s.0.len() < 16) {
+                return Err(invalid(
+                    "[log] peer_secret must be at least 16 characters (it authenticates nodes to each other)"
+                        .to_owned(),
+                ));
+            }
+            let group = name(&log.group, KAFKA_GROUP_DEFAULT, "group")?;
+            let replication_factor = log.replication_factor.unwrap_or(3);
+            if replication_factor == 0 {
+                return Err(invalid(
+                    "[log] replication_factor must be at least 1".to_owned(),
+                ));
+            }
+            if let Some(advertise) = &log.advertise
+                && !(advertise.starts_with("http://") || advertise.starts_with("https://"))
+            {
+                return Err(invalid(format!(
+                    "[log] advertise = {advertise:?} must be an http:// or https:// address"
+                )));
+            }
+            let librdkafka: Vec<(String, String)> = log.librdkafka.clone().into_iter().collect();
+            if let Err(e) = crate::log::kafka::check_producer_settings(&librdkafka) {
+                return Err(invalid(format!("[log.librdkafka] {e}")));
+            }
+            Backend::Kafka(KafkaSettings {
+                brokers,
+                topic,
+                members_topic,
+                peer_secret,
+                group,
+                replication_factor,
+                advertise: log
+                    .advertise
+                    .as_ref()
+                    .map(|a| a.trim_end_matches('/').to_owned()),
+                librdkafka,
+            })
+        }
+        ("kafka", _) => {
+            return Err(invalid(
+                "[log] backend = \"kafka\" needs brokers = \"host:port,…\"".to_owned(),
+            ));
+        }
+        (other, _) => {
+            return Err(invalid(format!(
+                "[log] backend = {other:?}: expected \"embedded\" or \"kafka\""
+            )));
+        }
+    };
+    Ok(backend)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::config::tests::err;
+
+    #[test]
+    fn kafka_settings_have_defaults_and_unsafe_ones_are_refused() {
+        let config = Config::parse("[log]\nbackend = \"kafka\"\nbrokers = \"k1:9092,k2:9092\"")
+            .expect("valid");
+        let Backend::Kafka(k) = &config.backend else {
+            panic!("kafka backend expected")
+        };
+        assert_eq!(k.brokers, "k1:9092,k2:9092");
+        assert_eq!(
+            (k.topic.as_str(), k.members_topic.as_str(), k.group.as_str()),
+            ("opledger.events", "opledger.members", "opledger")
+        );
+        assert_eq!((k.replication_factor, k.advertise.as_deref()), (3, None));
+        let kafka = "[log]\nbackend = \"kafka\"\nbrokers = \"k:9092\"\n";
+        let tuned = Config::parse(&format!(
+            "{kafka}advertise = \"http://n1:7070/\"\n[log.librdkafka]\n\"linger.ms\" = \"5\""
+        ))
+        .expect("valid");
+        let Backend::Kafka(k) = &tuned.backend else {
+            panic!("kafka backend expected")
+        };
+        assert_eq!(k.advertise.as_deref(), Some("http://n1:7070"));
+        assert_eq!(k.librdkafka, vec![("linger.ms".to_owned(), "5".to_owned())]);
+        let e = err(&format!("{kafka}[log.librdkafka]\nacks = \"1\""));
+        assert!(e.contains("acks"), "{e}");
+        assert!(err(&format!("{kafka}topic = \"bad topic\"")).contains("topic"));
+        assert!(err(&format!("{kafka}members_topic = \"opledger.events\"")).contains("differ"));
+        assert!(err(&format!("{kafka}advertise = \"n1:7070\"")).contains("advertise"));
+        assert!(err(&format!("{kafka}replication_factor = 0")).contains("replication_factor"));
+    }
+}

@@ -1,0 +1,241 @@
+//! Configuration: the TOML file (`--config FILE` or `OPLEDGER_CONFIG`), its validation, and the
+//! built-in development default used when no file is given.
+
+mod backend;
+mod development;
+mod principals;
+mod raw;
+mod recovery;
+mod tools;
+
+pub use backend::{
+    Backend, KAFKA_GROUP_DEFAULT, KAFKA_MEMBERS_TOPIC_DEFAULT, KAFKA_TOPIC_DEFAULT, KafkaSettings,
+    PEER_SECRET_ENV, PeerSecret,
+};
+pub use development::DEVELOPMENT_TOOLS;
+pub use principals::{Principal, Role, token_hash};
+pub use recovery::RecoveryOptions;
+
+use crate::core::contract::ToolContract;
+use raw::RawConfig;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// Largest request body accepted when the config does not say, in bytes.
+pub const BODY_BYTES_MAX_DEFAULT: usize = 64 * 1024;
+/// Partitions of a new log when the config does not say.
+pub const PARTITIONS_DEFAULT: u32 = 8;
+
+/// What is wrong with a config. Messages name the file's setting; they never echo a token.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this schema.
+    #[error("config file {path} is not valid: {message}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// The parser's explanation (line, column, expected keys).
+        message: String,
+    },
+    /// A setting has a bad value.
+    #[error("config: {0}")]
+    Invalid(String),
+}
+
+/// A validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Where the log and projections live.
+    pub data_dir: PathBuf,
+    /// The HTTP listen address.
+    pub listen: SocketAddr,
+    /// The log backend.
+    pub backend: Backend,
+    /// Partitions of the log.
+    pub partitions: u32,
+    /// Writer threads of the embedded log (`None`: one per partition).
+    pub writer_threads: Option<u32>,
+    /// Largest request body, in bytes.
+    pub body_bytes_max: usize,
+    /// sled's page cache, in bytes.
+    pub projection_cache_bytes: u64,
+    /// The recovery consumer's settings; `None` when `[recovery] enabled = false`.
+    pub recovery: Option<RecoveryOptions>,
+    /// Principals by the SHA-256 of their token (tokens themselves are never kept).
+    pub principals_by_token: HashMap<[u8; 32], Principal>,
+    /// Tool contracts by name.
+    pub tools: HashMap<String, ToolContract>,
+}
+
+impl Config {
+    /// Reads and validates a config file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|e| match e {
+            ConfigError::Syntax { message, .. } => ConfigError::Syntax {
+                path: path.to_owned(),
+                message,
+            },
+            other => other,
+        })
+    }
+
+    /// Parses and validates config text.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        // Only the parser's message and position: its default rendering quotes the source line,
+        // which may hold a token.
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let at = e.span().map(|s| s.start).unwrap_or(0).min(text.len());
+            let before = &text.as_bytes()[..at];
+            let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+            let column = at
+                - before
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |p| p + 1)
+                + 1;
+            ConfigError::Syntax {
+                path: PathBuf::from("<text>"),
+                message: format!(
+                    "line {line}, column {column}: {}",
+                    without_quoted_values(e.message().trim())
+                ),
+            }
+        })?;
+        Self::validate(raw)
+    }
+
+    fn validate(raw: RawConfig) -> Result<Self, ConfigError> {
+        let invalid = |m: String| ConfigError::Invalid(m);
+        let listen: SocketAddr = raw.listen.parse().map_err(|_| {
+            invalid(format!(
+                "listen = {:?} is not an address like 127.0.0.1:7070",
+                raw.listen
+            ))
+        })?;
+        if raw.log.partitions == 0 || raw.log.partitions > 4096 {
+            return Err(invalid(format!(
+                "[log] partitions = {} must be between 1 and 4096",
+                raw.log.partitions
+            )));
+        }
+        if let Some(w) = raw.log.writer_threads
+            && (w == 0 || w > raw.log.partitions)
+        {
+            return Err(invalid(format!(
+                "[log] writer_threads = {w} must be between 1 and partitions ({})",
+                raw.log.partitions
+            )));
+        }
+        let backend = backend::validate_backend(&raw.log)?;
+        let tools = tools::validate_tools(raw.tools)?;
+        let principals_by_token = principals::validate_principals(raw.principals, &tools)?;
+        let body_bytes_max = raw.limits.body_bytes_max.unwrap_or(BODY_BYTES_MAX_DEFAULT);
+        if body_bytes_max < 256 {
+            return Err(invalid(format!(
+                "[limits] body_bytes_max = {body_bytes_max} is too small (at least 256)"
+            )));
+        }
+        let recovery = recovery::validate_recovery(raw.recovery)?;
+        Ok(Self {
+            recovery,
+            data_dir: raw.data_dir,
+            listen,
+            backend,
+            partitions: raw.log.partitions,
+            writer_threads: raw.log.writer_threads,
+            body_bytes_max,
+            projection_cache_bytes: raw.limits.projection_cache_mb.unwrap_or(256) * 1024 * 1024,
+            principals_by_token,
+            tools,
+        })
+    }
+}
+
+/// serde's "invalid type: integer `123`" quotes the value, which may be a token written as a
+/// number; keep the quoted names of other messages ("unknown field `x`"), drop quoted values.
+fn without_quoted_values(message: &str) -> String {
+    if !message.starts_with("invalid ") {
+        return message.to_owned();
+    }
+    message
+        .split('`')
+        .enumerate()
+        .map(|(i, part)| if i % 2 == 1 { "…" } else { part })
+        .collect::<Vec<_>>()
+        .join("`")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_deploy_config_validates() {
+        let text = include_str!("../../deploy/opledger.toml");
+        let c = Config::parse(text).expect("deploy/opledger.toml is valid");
+        assert_eq!(
+            c.tools["payments.charge"].compensation.as_deref(),
+            Some("payments.refund")
+        );
+    }
+
+    /// The message `text` is rejected with.
+    pub(super) fn err(text: &str) -> String {
+        Config::parse(text)
+            .expect_err("must be rejected")
+            .to_string()
+    }
+
+    #[test]
+    fn bad_configs_are_rejected_with_a_message_naming_the_setting() {
+        assert!(err("listen = \"nowhere\"").contains("listen"));
+        assert!(err("[log]\npartitions = 0").contains("partitions"));
+        assert!(err("[log]\npartitions = 2\nwriter_threads = 3").contains("writer_threads"));
+        assert!(err("[log]\nbackend = \"kafka\"").contains("brokers"));
+        assert!(err("unknown_setting = 1").contains("unknown_setting"));
+        let e = err("[[tool]]\nname = \"t\"\nclass = \"sometimes\"");
+        assert!(e.contains("sometimes") && e.contains("line 3"), "{e}");
+        assert!(
+            err("[[tool]]\nname = \"t\"\nclass = \"keyed\"\nlease = \"soon\"").contains("lease")
+        );
+        assert!(
+            err("[[tool]]\nname = \"t\"\nclass = \"keyed\"\n[tool.fingerprint]\nprice = [\"a\"]")
+                .contains("price")
+        );
+        assert!(
+            err("[[principal]]\nid = \"a\"\ntoken = \"short\"").contains("at least 8 characters")
+        );
+        assert!(
+            err("[[principal]]\nid = \"a\"\ntoken = \"long-enough\"\ntools = [\"nope\"]")
+                .contains("nope")
+        );
+    }
+
+    #[test]
+    fn a_syntax_error_names_the_line_without_quoting_it() {
+        let e =
+            err("data_dir = \"d\"\n[[principal]]\nid = \"a\"\ntoken = \"secret-token-value\" junk");
+        assert!(e.contains("line 4"), "{e}");
+        assert!(!e.contains("secret-token-value"), "{e}");
+    }
+
+    #[test]
+    fn a_token_written_as_a_number_is_not_quoted_back() {
+        let e = err("[[principal]]\nid = \"a\"\ntoken = 98765432123456789");
+        assert!(!e.contains("98765432123456789"), "{e}");
+        assert!(e.contains("invalid type"), "{e}");
+    }
+}

@@ -1,0 +1,166 @@
+//! The config file's TOML schema as parsed, before validation gives it meaning.
+
+use super::PARTITIONS_DEFAULT;
+use super::backend::PeerSecret;
+use crate::core::contract::{LossLevel, ToolClass};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    #[serde(default = "default_data_dir")]
+    pub(super) data_dir: PathBuf,
+    #[serde(default = "default_listen")]
+    pub(super) listen: String,
+    #[serde(default)]
+    pub(super) log: RawLog,
+    #[serde(default)]
+    pub(super) limits: RawLimits,
+    #[serde(default)]
+    pub(super) recovery: RawRecovery,
+    #[serde(default, rename = "principal")]
+    pub(super) principals: Vec<RawPrincipal>,
+    #[serde(default, rename = "tool")]
+    pub(super) tools: Vec<RawTool>,
+}
+
+fn default_data_dir() -> PathBuf {
+    PathBuf::from("opledger-data")
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:7070".to_owned()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLog {
+    #[serde(default = "default_backend")]
+    pub(super) backend: String,
+    #[serde(default = "default_partitions")]
+    pub(super) partitions: u32,
+    #[serde(default)]
+    pub(super) brokers: Option<String>,
+    #[serde(default)]
+    pub(super) writer_threads: Option<u32>,
+    #[serde(default)]
+    pub(super) topic: Option<String>,
+    #[serde(default)]
+    pub(super) members_topic: Option<String>,
+    #[serde(default)]
+    pub(super) peer_secret: Option<PeerSecret>,
+    #[serde(default)]
+    pub(super) group: Option<String>,
+    #[serde(default)]
+    pub(super) replication_factor: Option<u16>,
+    #[serde(default)]
+    pub(super) advertise: Option<String>,
+    #[serde(default)]
+    pub(super) librdkafka: std::collections::BTreeMap<String, String>,
+}
+
+impl Default for RawLog {
+    fn default() -> Self {
+        Self {
+            backend: default_backend(),
+            partitions: default_partitions(),
+            brokers: None,
+            writer_threads: None,
+            topic: None,
+            members_topic: None,
+            peer_secret: None,
+            group: None,
+            replication_factor: None,
+            advertise: None,
+            librdkafka: Default::default(),
+        }
+    }
+}
+
+fn default_backend() -> String {
+    "embedded".to_owned()
+}
+
+fn default_partitions() -> u32 {
+    PARTITIONS_DEFAULT
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRecovery {
+    pub(super) enabled: Option<bool>,
+    pub(super) tick: Option<String>,
+    pub(super) concurrency: Option<usize>,
+    pub(super) scan_batch: Option<usize>,
+    pub(super) lease: Option<String>,
+    pub(super) query_timeout: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLimits {
+    pub(super) body_bytes_max: Option<usize>,
+    pub(super) projection_cache_mb: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPrincipal {
+    pub(super) id: String,
+    pub(super) token: Option<String>,
+    pub(super) token_sha256: Option<String>,
+    #[serde(default = "default_roles")]
+    pub(super) roles: Vec<String>,
+    #[serde(default)]
+    pub(super) tools: Vec<String>,
+}
+
+impl std::fmt::Debug for RawPrincipal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print a token, even in a debug dump of the config.
+        f.debug_struct("RawPrincipal")
+            .field("id", &self.id)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("token_sha256", &self.token_sha256)
+            .field("roles", &self.roles)
+            .field("tools", &self.tools)
+            .finish()
+    }
+}
+
+fn default_roles() -> Vec<String> {
+    vec!["agent".to_owned()]
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTool {
+    pub(super) name: String,
+    pub(super) class: ToolClass,
+    #[serde(default = "default_loss")]
+    pub(super) loss: LossLevel,
+    #[serde(default = "default_lease")]
+    pub(super) lease: String,
+    #[serde(default = "default_retention")]
+    pub(super) retention: String,
+    pub(super) status_url: Option<String>,
+    pub(super) compensation: Option<String>,
+    #[serde(default)]
+    pub(super) accept_unknown_risk: bool,
+    #[serde(default)]
+    pub(super) fingerprint: BTreeMap<String, Vec<String>>,
+}
+
+fn default_loss() -> LossLevel {
+    LossLevel::High
+}
+
+fn default_lease() -> String {
+    "30s".to_owned()
+}
+
+fn default_retention() -> String {
+    "48h".to_owned()
+}

@@ -1,0 +1,84 @@
+//! What callers ask of the ledger, and the bounds a business result must keep.
+
+use crate::core::event::{BusinessResult, FailureKind, ResolvedOutcome};
+use crate::core::input::{self, InputError};
+use crate::partition::Answer;
+
+/// A claim as callers send it.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimInput<'a> {
+    /// Tool name.
+    pub tool: &'a str,
+    /// The raw `Idempotency-Key` header, if any.
+    pub key: Option<&'a str>,
+    /// The worker asking to execute.
+    pub holder: &'a str,
+    /// The business request.
+    pub request: &'a serde_json::Value,
+    /// The upstream operation id, for sub-keys.
+    pub parent: Option<&'a str>,
+}
+
+/// The answer to a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claimed {
+    /// A `read` tool: nothing is recorded; call and retry freely.
+    NotRecorded,
+    /// The arbiter's decision.
+    Decided(Box<Answer>),
+}
+
+/// An executor's report about its operation.
+#[derive(Debug, Clone)]
+pub enum Report {
+    /// Still working: extend the lease.
+    Heartbeat,
+    /// The side effect happened.
+    Complete(BusinessResult),
+    /// It failed definitely, or was not accepted.
+    Fail {
+        /// Which.
+        kind: FailureKind,
+        /// The business error code.
+        code: String,
+    },
+    /// Nobody knows whether it happened.
+    Unknown,
+}
+
+/// What an operator does to an operation.
+#[derive(Debug, Clone)]
+pub enum OperatorCommand {
+    /// Take it over: automation stops touching it.
+    TakeOver {
+        /// The version the operator saw.
+        expected_version: Option<u64>,
+    },
+    /// Settle it.
+    Resolve {
+        /// The version the operator saw.
+        expected_version: Option<u64>,
+        /// What the operator established.
+        outcome: ResolvedOutcome,
+    },
+}
+
+/// Checks a business result's bounds before it is stored and replayed.
+pub(super) fn check_result(result: &BusinessResult) -> Result<(), InputError> {
+    input::plain_text(
+        "resource_ref",
+        &result.resource_ref,
+        input::RESOURCE_REF_BYTES_MAX,
+    )?;
+    if result.headers.len() > input::RESULT_HEADERS_MAX {
+        return Err(InputError {
+            field: "headers",
+            rule: format!("may hold at most {} entries", input::RESULT_HEADERS_MAX),
+        });
+    }
+    for (name, value) in &result.headers {
+        input::visible_ascii("headers", name, input::HEADER_BYTES_MAX)?;
+        input::plain_text("headers", value, input::HEADER_BYTES_MAX)?;
+    }
+    Ok(())
+}

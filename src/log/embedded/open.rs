@@ -1,0 +1,227 @@
+//! Opening the log: the directory lock, creating a new log, recovering every partition and
+//! starting the writer threads, or a read-only snapshot without any of that.
+
+use std::fs::{self, File, OpenOptions};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use crate::log::model::LogError;
+
+use super::meta::{self, Meta, io_err};
+use super::options::{EmbeddedOptions, writer_config};
+use super::partition::PartitionShared;
+use super::partition_writer::{PartitionWriter, WriterStart};
+use super::segment;
+use super::writer::Writer;
+use super::{EmbeddedLog, WriterHandle};
+
+/// Name of the advisory lock file inside the log directory.
+const LOCK_FILE: &str = "log.lock";
+
+impl EmbeddedLog {
+    /// Opens (or creates) the log in `dir`, verifying all data and repairing torn tails.
+    ///
+    /// Fails with [`LogError::PartitionCountMismatch`] if the log exists with a different
+    /// partition count, [`LogError::Corrupt`] if acknowledged data is damaged, and
+    /// [`LogError::Locked`] if another instance has the directory open.
+    pub fn open(dir: &Path, options: EmbeddedOptions) -> Result<EmbeddedLog, LogError> {
+        options.validate()?;
+        fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
+        let lock = acquire_lock(dir)?;
+        let meta = match meta::read_meta(dir)? {
+            Some(m) if m.partitions != options.partitions => {
+                return Err(LogError::PartitionCountMismatch {
+                    on_disk: m.partitions,
+                    configured: options.partitions,
+                });
+            }
+            Some(m) => m,
+            None => initialize(dir, options.partitions)?,
+        };
+
+        let mut recovered = Vec::with_capacity(options.partitions as usize);
+        for p in 0..options.partitions {
+            let pdir = dir.join(segment::partition_dir_name(p));
+            if !pdir.is_dir() {
+                return Err(LogError::Corrupt {
+                    partition: p,
+                    segment: pdir,
+                    position: 0,
+                    reason: "partition directory is missing".into(),
+                });
+            }
+            let rec = segment::recover_partition(
+                p,
+                &pdir,
+                options.index_interval_records,
+                options.torn_bytes_max(),
+                true,
+            )?;
+            recovered.push((pdir, rec));
+        }
+
+        let threads = options.writer_threads as usize;
+        let mut partitions = Vec::with_capacity(recovered.len());
+        // Partition writers per thread; partitions are visited in ascending order, so thread
+        // `w` gets `w, w + threads, ...` at slots `p / threads`, as `Writer` expects.
+        let mut owned: Vec<Vec<PartitionWriter>> = (0..threads).map(|_| Vec::new()).collect();
+        for (p, (pdir, mut rec)) in (0u32..).zip(recovered) {
+            let Some(last) = rec.segments.last().cloned() else {
+                return Err(LogError::Corrupt {
+                    partition: p,
+                    segment: pdir,
+                    position: 0,
+                    reason: "no segment after recovery".into(),
+                });
+            };
+            let start = WriterStart {
+                dir: pdir,
+                segment: last,
+                segment_len: rec.last_segment_len,
+                next_offset: rec.next_offset,
+                last_timestamp_ms: rec.last_timestamp_ms,
+            };
+            let shared = Arc::new(PartitionShared::new(
+                p,
+                &mut rec,
+                options.tail_cache_records_max,
+                options.tail_cache_bytes_max,
+            ));
+            owned[p as usize % threads].push(PartitionWriter::open(shared.clone(), start)?);
+            partitions.push(shared);
+        }
+
+        let mut writers = Vec::with_capacity(threads);
+        for (w, owned) in owned.into_iter().enumerate() {
+            let (tx, rx) = mpsc::channel(options.queue_depth);
+            let writer = Writer::new(rx, writer_config(&options), owned, options.writer_threads);
+            // If spawning fails, handles created so far are dropped: their senders close and
+            // those threads exit on their own.
+            let thread = std::thread::Builder::new()
+                .name(format!("oplog-writer-{w}"))
+                .spawn(move || writer.run())
+                .map_err(io_err(format!("spawning writer thread {w}")))?;
+            writers.push(WriterHandle {
+                tx: Some(tx),
+                thread: Some(thread),
+            });
+        }
+
+        tracing::info!(dir = %dir.display(), log_id = %meta.log_id, partitions = options.partitions, writer_threads = options.writer_threads, "embedded log opened");
+        Ok(EmbeddedLog {
+            dir: dir.to_path_buf(),
+            log_id: meta.log_id,
+            record_bytes_max: options.record_bytes_max,
+            partitions,
+            writers,
+            closing: AtomicBool::new(false),
+            _lock: Some(lock),
+        })
+    }
+
+    /// Opens an existing log for reading only: a snapshot of what is durable now, for audits.
+    /// Takes no lock, repairs nothing and starts no writer, so it can read a log that a running
+    /// server is appending to; a frame that server is still writing ends the snapshot.
+    /// Appends fail with [`LogError::Closed`].
+    pub fn open_read_only(dir: &Path) -> Result<EmbeddedLog, LogError> {
+        let meta = meta::read_meta(dir)?.ok_or_else(|| LogError::InvalidMeta {
+            path: dir.join("log.meta"),
+            reason: "no log here (log.meta is missing)".into(),
+        })?;
+        let defaults = EmbeddedOptions::new(meta.partitions);
+        let mut partitions = Vec::with_capacity(meta.partitions as usize);
+        for p in 0..meta.partitions {
+            let pdir = dir.join(segment::partition_dir_name(p));
+            let mut rec = segment::recover_partition(
+                p,
+                &pdir,
+                defaults.index_interval_records,
+                defaults.torn_bytes_max(),
+                false,
+            )?;
+            let shared = Arc::new(PartitionShared::new(p, &mut rec, 0, 0));
+            shared.close();
+            partitions.push(shared);
+        }
+        Ok(EmbeddedLog {
+            dir: dir.to_path_buf(),
+            log_id: meta.log_id,
+            record_bytes_max: defaults.record_bytes_max,
+            partitions,
+            writers: Vec::new(),
+            closing: AtomicBool::new(true),
+            _lock: None,
+        })
+    }
+}
+
+/// Takes the directory's advisory lock so two instances never write the same files.
+fn acquire_lock(dir: &Path) -> Result<File, LogError> {
+    let path = dir.join(LOCK_FILE);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io_err(format!("opening {}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => Err(LogError::Locked { path }),
+        Err(fs::TryLockError::Error(e)) => Err(io_err(format!("locking {}", path.display()))(e)),
+    }
+}
+
+/// Creates a new log: partition directories first, then `log.meta` last, so that a log
+/// with a meta file always has all its partition directories.
+fn initialize(dir: &Path, partitions: u32) -> Result<Meta, LogError> {
+    refuse_orphan_data(dir)?;
+    for p in 0..partitions {
+        let pdir = dir.join(segment::partition_dir_name(p));
+        fs::create_dir_all(&pdir).map_err(io_err(format!("creating {}", pdir.display())))?;
+    }
+    let meta = Meta {
+        format_version: meta::FORMAT_VERSION,
+        partitions,
+        log_id: Uuid::new_v4(),
+    };
+    // write_meta fsyncs `dir`, which also makes the partition directory entries durable.
+    meta::write_meta(dir, &meta)?;
+    Ok(meta)
+}
+
+/// Without `log.meta`, no open ever completed, so no record was ever acknowledged here.
+/// Non-empty segments therefore mean the meta file was lost: refuse rather than start a new
+/// log (with a new id and possibly different partitioning) on top of old data.
+fn refuse_orphan_data(dir: &Path) -> Result<(), LogError> {
+    let ctx = || format!("listing {}", dir.display());
+    for entry in fs::read_dir(dir).map_err(io_err(ctx()))? {
+        let entry = entry.map_err(io_err(ctx()))?;
+        let path = entry.path();
+        let is_partition_dir = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with('p') && n[1..].bytes().all(|b| b.is_ascii_digit()));
+        if !is_partition_dir || !path.is_dir() {
+            continue;
+        }
+        for seg in segment::list_segments(&path)? {
+            let len = fs::metadata(&seg.path)
+                .map_err(io_err(format!("inspecting {}", seg.path.display())))?
+                .len();
+            if len > 0 {
+                return Err(LogError::InvalidMeta {
+                    path: dir.join(meta::META_FILE),
+                    reason: format!(
+                        "missing, but {} holds log data; refusing to create a new log over it",
+                        seg.path.display()
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
