@@ -133,7 +133,6 @@ brokers = "{brokers}"
 topic = "{name}.events"
 members_topic = "{name}.members"
 peer_secret = "test-peer-secret-0123456789"
-group = "{name}"
 partitions = {PARTITIONS}
 replication_factor = 1
 [log.librdkafka]

@@ -29,6 +29,11 @@ struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PartitionLabels {
+    partition: u32,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LatencyLabels {
     class: &'static str,
     decision: &'static str,
@@ -41,6 +46,7 @@ pub struct Metrics {
     claim_seconds: Family<LatencyLabels, Histogram, fn() -> Histogram>,
     partitions_assigned: Gauge,
     partitions_serving: Gauge,
+    partition_served: Family<PartitionLabels, Gauge>,
     ownership: OnceLock<Arc<Ownership>>,
 }
 
@@ -81,12 +87,20 @@ impl Metrics {
             "Partitions this node owns and has caught up on, so it answers for them",
             partitions_serving.clone(),
         );
+        // Which node serves a partition: 1 on exactly one node per partition when all is well.
+        let partition_served = Family::<PartitionLabels, Gauge>::default();
+        registry.register(
+            "partition_served",
+            "1 if this node serves the partition now, else 0",
+            partition_served.clone(),
+        );
         Self {
             registry,
             outcomes,
             claim_seconds,
             partitions_assigned,
             partitions_serving,
+            partition_served,
             ownership: OnceLock::new(),
         }
     }
@@ -122,6 +136,11 @@ impl Metrics {
             self.partitions_assigned
                 .set(ownership.assigned().len() as i64);
             self.partitions_serving.set(ownership.served().len() as i64);
+            for partition in 0..ownership.partition_count() {
+                self.partition_served
+                    .get_or_create(&PartitionLabels { partition })
+                    .set(i64::from(ownership.serves(partition)));
+            }
         }
         let mut out = String::new();
         // Writing into a String cannot fail.
@@ -145,6 +164,14 @@ mod tests {
         let text = metrics.render();
         assert!(text.contains("opledger_partitions_assigned 2\n"), "{text}");
         assert!(text.contains("opledger_partitions_serving 1\n"), "{text}");
+        assert!(
+            text.contains("opledger_partition_served{partition=\"2\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("opledger_partition_served{partition=\"1\"} 0\n"),
+            "{text}"
+        );
         ownership.set_serving(1, true);
         assert!(metrics.render().contains("opledger_partitions_serving 2\n"));
     }

@@ -105,7 +105,8 @@ fn check_accepts_the_kafka_node_configs_of_deploy() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(
-            stdout.contains("Kafka log on kafka-1:9092") && stdout.contains("group opledger"),
+            stdout.contains("Kafka log on kafka-1:9092")
+                && stdout.contains("members opledger.members"),
             "{stdout}"
         );
     }

@@ -104,20 +104,30 @@ async fn three_nodes_one_executor_and_a_killed_node_loses_nothing() {
         .collect();
     let nodes_shared: Arc<Vec<Server>> = Arc::new(std::mem::take(&mut nodes));
 
-    // 64 concurrent claimants of one key, spread over the three nodes.
+    // 64 concurrent claimants of one key, spread over the three nodes, while the cluster is
+    // still forming: every single answer comes quickly (a partition without an owner yet is a
+    // prompt, retriable 503, never a wait for a decision that cannot come).
+    let slowest = Arc::new(std::sync::Mutex::new(Duration::ZERO));
     let mut tasks = Vec::new();
     for i in 0..64usize {
-        let nodes = nodes_shared.clone();
+        let (nodes, slowest) = (nodes_shared.clone(), slowest.clone());
         tasks.push(tokio::spawn(async move {
             let node = &nodes[i % 3];
             let holder = format!("worker-{i}");
-            let (status, body) = answered(|| {
-                node.try_post(
-                    TOKEN_A,
-                    "/v1/operations",
-                    Some("contended-charge"),
-                    charge(&holder, "10.00", "c-1"),
-                )
+            let (status, body) = answered(|| async {
+                let asked = Instant::now();
+                let answer = node
+                    .try_post(
+                        TOKEN_A,
+                        "/v1/operations",
+                        Some("contended-charge"),
+                        charge(&holder, "10.00", "c-1"),
+                    )
+                    .await;
+                let took = asked.elapsed();
+                let mut slowest = slowest.lock().expect("lock");
+                *slowest = (*slowest).max(took);
+                answer
             })
             .await;
             (holder, status, body)
@@ -137,6 +147,12 @@ async fn three_nodes_one_executor_and_a_killed_node_loses_nothing() {
             other => panic!("unexpected answer {other:?}: {body}"),
         }
     }
+    let slowest = *slowest.lock().expect("lock");
+    eprintln!("fresh cluster: slowest single answer to a claim {slowest:?}");
+    assert!(
+        slowest < Duration::from_secs(3),
+        "a claim on a forming cluster waited {slowest:?} for one answer"
+    );
     assert_eq!(executors.len(), 1, "exactly one executor: {executors:?}");
     assert_eq!(in_progress, 63);
     assert_eq!(ids.len(), 1, "one operation for one key");
@@ -319,6 +335,151 @@ async fn three_nodes_one_executor_and_a_killed_node_loses_nothing() {
         if i != 1 {
             node.stop();
         }
+    }
+}
+
+/// Which node serves `partition` now, by the nodes' `/metrics`.
+async fn server_of(nodes: &[&Server], partition: u32) -> Option<usize> {
+    let name = format!("opledger_partition_served{{partition=\"{partition}\"}}");
+    for (i, node) in nodes.iter().enumerate() {
+        if gauge(node, &name).await == Some(1) {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// A failover: the owner of a partition is killed right after it told a claimant to execute,
+/// with a lease (2 s) shorter than any failover. The survivors serve the dead node's partitions
+/// again within 10 s, and the claimant that asks again is told to carry on — not sent to a
+/// person because the lease ran out while the partition had no owner: the new owner's ownership
+/// event gives every earlier lease its full length again, and while nobody owned the partition
+/// nothing was appended to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dead_nodes_partitions_are_served_again_within_ten_seconds_and_no_claim_is_stranded() {
+    use opledger::core::key::{ClientKey, ScopedHash};
+    use opledger::log::model::partition_for;
+    let extra = r#"
+[[tool]]
+name = "pager.send"
+class = "unsafe"
+loss = "high"
+lease = "2s"
+[tool.fingerprint]
+recipient = ["to"]
+"#;
+    let log = kafka_log(&test_brokers(), &fresh_name("failover"), 4);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut nodes: Vec<Option<Server>> = (0..3)
+        .map(|i| {
+            Some(Server::start_kafka(
+                &tmp.path().join(format!("n{i}")),
+                &log,
+                extra,
+            ))
+        })
+        .collect();
+    let live = |nodes: &[Option<Server>]| -> Vec<usize> {
+        (0..nodes.len()).filter(|i| nodes[*i].is_some()).collect()
+    };
+    {
+        // The group has spread the partitions over all three nodes.
+        let all: Vec<&Server> = nodes.iter().flatten().collect();
+        let deadline = Instant::now() + SETTLE;
+        loop {
+            all_partitions_served(&all, 4).await;
+            let mut each = true;
+            for node in &all {
+                each &= gauge(node, "opledger_partitions_serving")
+                    .await
+                    .unwrap_or(0)
+                    > 0;
+            }
+            if each {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the group never spread the partitions"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // A key whose partition another node than node 0 serves: node 0 asks, the owner dies.
+    let (key, owner) = {
+        let all: Vec<&Server> = nodes.iter().flatten().collect();
+        let mut found = None;
+        for k in 0..64 {
+            let key = format!("page-{k}");
+            let scope = ScopedHash::of(
+                "agent-a",
+                "pager.send",
+                &ClientKey::parse(&key).expect("a valid key"),
+            );
+            let partition = partition_for(&scope.0, 4);
+            match server_of(&all, partition).await {
+                Some(owner) if owner != 0 => {
+                    found = Some((key, owner));
+                    break;
+                }
+                _ => {}
+            }
+        }
+        found.expect("some partition is served by node 1 or 2")
+    };
+    let page = json!({"tool": "pager.send", "holder": "w-only", "request": {"to": "oncall"}});
+    let asker = nodes[0].as_ref().expect("node 0");
+    let (status, body) =
+        answered(|| asker.try_post(TOKEN_A, "/v1/operations", Some(&key), page.clone())).await;
+    assert_eq!(
+        (status, body["decision"].as_str()),
+        (201, Some("execute")),
+        "{body}"
+    );
+    let id = body["operation_id"].as_str().expect("id").to_owned();
+    let mut dead = nodes[owner].take().expect("the owner");
+    dead.kill9();
+    let killed = Instant::now();
+
+    // Served again, every partition, by the two survivors.
+    let survivors = live(&nodes);
+    {
+        let alive: Vec<&Server> = survivors
+            .iter()
+            .map(|i| nodes[*i].as_ref().expect("alive"))
+            .collect();
+        all_partitions_served(&alive, 4).await;
+    }
+    let failover = killed.elapsed();
+    eprintln!("failover: every partition served again {failover:?} after kill -9");
+    assert!(
+        failover < Duration::from_secs(10),
+        "a dead node's partitions are served again within 10 s, not {failover:?}"
+    );
+    // The only claimant asks again: it carries on with the same operation.
+    let asker = nodes[0].as_ref().expect("node 0");
+    let (status, body) =
+        answered(|| asker.try_post(TOKEN_A, "/v1/operations", Some(&key), page.clone())).await;
+    assert_eq!(
+        (
+            status,
+            body["decision"].as_str(),
+            body["operation_id"].as_str()
+        ),
+        (201, Some("execute"), Some(id.as_str())),
+        "the lease did not run out while nobody owned the partition: {body}"
+    );
+    let other = json!({"tool": "pager.send", "holder": "w-other", "request": {"to": "oncall"}});
+    let (status, body) =
+        answered(|| asker.try_post(TOKEN_A, "/v1/operations", Some(&key), other.clone())).await;
+    assert_eq!(
+        (status, body["decision"].as_str()),
+        (409, Some("in_progress")),
+        "{body}"
+    );
+    drop(dead);
+    for node in nodes.into_iter().flatten() {
+        node.stop();
     }
 }
 

@@ -206,8 +206,11 @@ fn check(path: &std::path::Path) -> anyhow::Result<()> {
     let log = match &config.backend {
         opledger::config::Backend::Embedded => "embedded log".to_owned(),
         opledger::config::Backend::Kafka(k) => format!(
-            "Kafka log on {} (topic {}, members {}, group {})",
-            k.brokers, k.topic, k.members_topic, k.group
+            "Kafka log on {} (topic {}, members {}, member timeout {})",
+            k.brokers,
+            k.topic,
+            k.members_topic,
+            humantime::format_duration(k.member_timeout)
         ),
     };
     println!(

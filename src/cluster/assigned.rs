@@ -1,15 +1,22 @@
-//! Running something for each partition a consumer group assigns to this node — the arbiters
-//! in the arbiter group, the consumers' folds in the consumers' group — and stopping it when the
-//! group takes the partition away (confirmed to the group only once it has stopped, between two
-//! batches).
+//! Running something for each partition the placement gives this node — an arbiter, a
+//! consumers' fold — and stopping it when the placement moves the partition away (it stops
+//! between two batches, never half-way through one).
 
-use super::placement::PlacementEvent;
 use crate::partition::follower::FollowError;
 use crate::partition::ownership::Ownership;
 use crate::partition::runner::{PartitionRunner, stopped};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::{Notify, mpsc, watch};
+
+/// What the placement decided for this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlacementEvent {
+    /// These partitions are this node's now.
+    Assigned(Vec<u32>),
+    /// These partitions are no longer this node's.
+    Revoked(Vec<u32>),
+}
 
 type Running = HashMap<u32, (watch::Sender<bool>, tokio::task::JoinHandle<()>)>;
 
@@ -23,8 +30,8 @@ async fn stop_partition(running: &mut Running, ownership: &Ownership, partition:
     ownership.set_assigned(partition, false);
 }
 
-/// Runs `runner` for the partitions the group assigns, and stops it where the group takes
-/// partitions away. `ownership` shows what is assigned; the runner marks what it serves.
+/// Runs `runner` for the partitions the placement gives this node, and stops it where the
+/// placement moves partitions away. `ownership` shows what is assigned; the runner marks what it serves.
 /// Ends at `stop` or with the first runner failure.
 pub async fn manage(
     mut events: mpsc::UnboundedReceiver<PlacementEvent>,
@@ -58,12 +65,11 @@ pub async fn manage(
                         running.insert(partition, (stop_tx, task));
                     }
                 }
-                Some(PlacementEvent::Revoked(revoked, done)) => {
+                Some(PlacementEvent::Revoked(revoked)) => {
                     for partition in revoked {
                         stop_partition(&mut running, &ownership, partition).await;
                     }
                     changed.notify_one();
-                    let _ = done.send(());
                 }
             },
         }

@@ -1,14 +1,16 @@
-//! Who owns which partition, as the nodes' announcements on the members topic say.
+//! The live nodes and what they serve, as their announcements on the members topic say.
 //!
-//! Every node announces its caught-up partitions about once a second; an entry that has not
-//! been renewed for [`Directory::ttl`] is dropped (its node is gone or cut off), so requests for
-//! its partitions wait for the group to place them elsewhere rather than go to a dead address.
+//! Every node announces itself about once a second; an entry that has not been renewed for the
+//! member timeout is dropped (its node is gone or cut off), and a node that stops cleanly says
+//! so and is dropped at once. The live nodes decide the placement (rendezvous hashing, see
+//! `placement`); what each serves tells the router where to send a request.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
-/// How often a node announces its partitions.
+/// How often a node announces itself.
 pub const ANNOUNCE_EVERY: Duration = Duration::from_secs(1);
 
 /// One node as last announced.
@@ -16,22 +18,19 @@ pub const ANNOUNCE_EVERY: Duration = Duration::from_secs(1);
 pub struct Peer {
     /// Its incarnation id.
     pub node: u64,
-    /// Its HTTP base address.
+    /// Where peers reach it: also its stable name in the placement.
     pub advertise: String,
-    /// The partitions it owns and has caught up (it serves them).
+    /// The partitions it serves (caught up, its ownership recorded).
     pub partitions: Vec<u32>,
-    /// The partitions the group assigned to it (some may still be catching up).
-    pub assigned: Vec<u32>,
-    /// The partitions the consumers' group assigned to it.
-    pub consuming: Vec<u32>,
 }
 
-/// The owners directory of one node: the other nodes, never itself (its own partitions are
-/// known first-hand and passed in where they count).
+/// The directory of one node: the other nodes, never itself.
 pub struct Directory {
     me: u64,
     ttl: Duration,
     peers: Mutex<HashMap<u64, (Peer, Instant)>>,
+    /// Bumped whenever a node appears or leaves, so the placement looks again at once.
+    changed: watch::Sender<u64>,
 }
 
 impl Directory {
@@ -41,14 +40,31 @@ impl Directory {
             me,
             ttl,
             peers: Mutex::new(HashMap::new()),
+            changed: watch::Sender::new(0),
         }
     }
 
     /// Records an announcement received at `now` (this node's own are ignored).
     pub fn announce(&self, peer: Peer, now: Instant) {
-        if peer.node != self.me {
-            lock(&self.peers).insert(peer.node, (peer, now));
+        if peer.node == self.me {
+            return;
         }
+        let new = lock(&self.peers).insert(peer.node, (peer, now)).is_none();
+        if new {
+            self.changed.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Drops a node that said it is leaving.
+    pub fn leave(&self, node: u64) {
+        if lock(&self.peers).remove(&node).is_some() {
+            self.changed.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Wakes when a node appears or leaves (lapsed nodes are noticed by looking again).
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
     }
 
     /// The live peers at `now`, freshest first.
@@ -60,34 +76,19 @@ impl Directory {
         live.into_iter().map(|(p, _)| p).collect()
     }
 
-    /// The live owner of `partition` at `now` (the freshest claim wins during a handover).
+    /// The stable names of the live nodes at `now`, this node's (`me`) included.
+    pub fn live(&self, me: &str, now: Instant) -> BTreeSet<String> {
+        let mut names: BTreeSet<String> =
+            self.peers(now).into_iter().map(|p| p.advertise).collect();
+        names.insert(me.to_owned());
+        names
+    }
+
+    /// The live node serving `partition` at `now` (the freshest claim wins during a handover).
     pub fn owner(&self, partition: u32, now: Instant) -> Option<Peer> {
         self.peers(now)
             .into_iter()
             .find(|p| p.partitions.contains(&partition))
-    }
-
-    /// Whether every partition below `count` is served by a live, caught-up owner, counting
-    /// `mine` (this node's caught-up partitions).
-    pub fn all_served(&self, count: u32, mine: &[u32], now: Instant) -> bool {
-        let peers = self.peers(now);
-        (0..count)
-            .all(|p| mine.contains(&p) || peers.iter().any(|peer| peer.partitions.contains(&p)))
-    }
-
-    /// Whether every partition below `count` is assigned to some live node (caught up or not),
-    /// counting `mine` (this node's assigned partitions).
-    pub fn all_assigned(&self, count: u32, mine: &[u32], now: Instant) -> bool {
-        let peers = self.peers(now);
-        (0..count).all(|p| mine.contains(&p) || peers.iter().any(|peer| peer.assigned.contains(&p)))
-    }
-
-    /// Whether every partition below `count` has its consumers running on some live node,
-    /// counting `mine`.
-    pub fn all_consumed(&self, count: u32, mine: &[u32], now: Instant) -> bool {
-        let peers = self.peers(now);
-        (0..count)
-            .all(|p| mine.contains(&p) || peers.iter().any(|peer| peer.consuming.contains(&p)))
     }
 }
 
@@ -104,8 +105,6 @@ mod tests {
             node,
             advertise: format!("http://n{node}"),
             partitions: partitions.to_vec(),
-            assigned: partitions.to_vec(),
-            consuming: partitions.to_vec(),
         }
     }
 
@@ -115,20 +114,19 @@ mod tests {
         let t0 = Instant::now();
         d.announce(peer(1, &[0, 1]), t0);
         d.announce(peer(2, &[1, 2]), t0 + Duration::from_secs(1));
+        let at = t0 + Duration::from_secs(1);
+        assert_eq!(d.owner(0, at).map(|p| p.node), Some(1));
+        assert_eq!(d.owner(1, at).map(|p| p.node), Some(2));
+        // A node's own announcements never count.
+        d.announce(peer(9, &[3]), at);
+        assert_eq!(d.owner(3, at), None);
         assert_eq!(
-            d.owner(0, t0 + Duration::from_secs(1)).map(|p| p.node),
-            Some(1)
+            d.live("http://n9", at),
+            ["http://n1", "http://n2", "http://n9"]
+                .into_iter()
+                .map(String::from)
+                .collect()
         );
-        assert_eq!(
-            d.owner(1, t0 + Duration::from_secs(1)).map(|p| p.node),
-            Some(2)
-        );
-        assert!(d.all_served(3, &[], t0 + Duration::from_secs(2)));
-        assert!(!d.all_served(4, &[], t0 + Duration::from_secs(2)));
-        assert!(d.all_served(4, &[3], t0 + Duration::from_secs(2)));
-        // A node's own announcements never count: it passes its own partitions itself.
-        d.announce(peer(9, &[3]), t0 + Duration::from_secs(2));
-        assert!(!d.all_served(4, &[], t0 + Duration::from_secs(2)));
         // Node 1 falls silent: after the ttl its partitions have no owner.
         let later = t0 + Duration::from_secs(4);
         assert_eq!(d.owner(0, later), None);
@@ -137,23 +135,15 @@ mod tests {
     }
 
     #[test]
-    fn a_partition_still_catching_up_is_assigned_but_not_served() {
+    fn a_node_that_leaves_is_gone_at_once_and_changes_are_signalled() {
         let d = Directory::new(9, Duration::from_secs(3));
+        let changes = d.changes();
         let t0 = Instant::now();
-        d.announce(
-            Peer {
-                node: 1,
-                advertise: "http://n1".into(),
-                partitions: vec![0],
-                assigned: vec![0, 1],
-                consuming: vec![],
-            },
-            t0,
-        );
-        assert!(d.all_assigned(2, &[], t0));
-        assert!(!d.all_served(2, &[], t0));
-        assert!(!d.all_consumed(1, &[], t0));
-        assert!(d.all_consumed(1, &[0], t0));
-        assert_eq!(d.owner(1, t0), None);
+        d.announce(peer(1, &[0]), t0);
+        d.announce(peer(1, &[0, 1]), t0);
+        assert_eq!(*changes.borrow(), 1, "a renewal is no change");
+        d.leave(1);
+        assert_eq!(*changes.borrow(), 2);
+        assert!(d.peers(t0).is_empty());
     }
 }

@@ -1,6 +1,6 @@
 //! The members topic: every node announces, about once a second, where it is reached and which
-//! partitions it serves; every node reads every announcement into its [`Directory`], which the
-//! router asks for a partition's owner.
+//! partitions it serves (and, when it stops, that it leaves); every node reads every
+//! announcement into its [`Directory`], from which the placement and the router work.
 //!
 //! The topic has one partition; a node reads it from where it stood when the node started.
 //! Nothing on it is a source of truth: a lost announcement only delays the next one, and a
@@ -28,10 +28,8 @@ pub struct Announcement {
     pub advertise: String,
     /// Partitions it serves.
     pub partitions: Vec<u32>,
-    /// Partitions the group assigned to it (some may still be catching up).
-    pub assigned: Vec<u32>,
-    /// Partitions the consumers' group assigned to it.
-    pub consuming: Vec<u32>,
+    /// It is stopping: take it out of the placement now rather than after the member timeout.
+    pub leaving: bool,
 }
 
 /// A members-topic problem.
@@ -99,6 +97,15 @@ impl Announcer {
         })
     }
 
+    /// Waits up to `timeout` for what was announced to reach the broker (the last words of a
+    /// node that stops).
+    pub fn flush(&self, timeout: Duration) {
+        use rdkafka::producer::Producer;
+        if let Err(e) = self.producer.flush(timeout) {
+            tracing::warn!(error = %e, "the last announcement may not have reached the broker");
+        }
+    }
+
     /// Announces; fire and forget (the next announcement follows within a second).
     pub fn announce(&self, announcement: &Announcement) {
         let bytes = encode(announcement);
@@ -159,13 +166,12 @@ pub async fn listen(
                 }
             };
             match message.payload().map(decode) {
+                Some(Ok(a)) if a.leaving => directory.leave(a.node),
                 Some(Ok(a)) => directory.announce(
                     Peer {
                         node: a.node,
                         advertise: a.advertise,
                         partitions: a.partitions,
-                        assigned: a.assigned,
-                        consuming: a.consuming,
                     },
                     Instant::now(),
                 ),
@@ -185,8 +191,7 @@ mod tests {
             node: 3,
             advertise: "http://127.0.0.1:7070".into(),
             partitions: vec![0, 5],
-            assigned: vec![0, 5, 6],
-            consuming: vec![1],
+            leaving: false,
         }
     }
 

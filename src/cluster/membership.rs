@@ -1,23 +1,20 @@
-//! A node's membership in a Kafka cluster: it joins two consumer groups — the arbiters' (which
-//! places the partitions' arbiters) and the consumers' (which places the consumers' fold, apart
-//! from the arbiters) — announces where it is reached and what it runs, follows the others'
-//! announcements, and rejoins a group when some partition is left without a member of it.
+//! A node's membership in a Kafka cluster: it announces where it is reached and what it serves,
+//! follows the others' announcements, and runs — for each role, the arbiters and the consumers'
+//! folds — the partitions the placement gives it among the live nodes ([`super::placement`]).
+//! When it stops it says so, and its partitions move at once.
 
-use super::assigned::manage;
+use super::assigned::{PlacementEvent, manage};
 use super::directory::{ANNOUNCE_EVERY, Directory};
 use super::members::{self, Announcement, Announcer};
-use super::placement::{Placement, Rejoin};
+use super::placement::{self, Role};
 use crate::log::kafka::Connection;
 use crate::partition::follower::FollowError;
 use crate::partition::ownership::Ownership;
 use crate::partition::runner::{PartitionRunner, stopped};
+use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::{Notify, watch};
-
-/// How long a partition may stay without a live owner before this node rejoins the group.
-/// Longer than a rebalance plus an announcement period, so an ordinary handover never trips it.
-pub const ORPHAN_GRACE: Duration = Duration::from_secs(10);
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, mpsc, watch};
 
 /// Why a node could not join.
 #[derive(Debug, thiserror::Error)]
@@ -28,49 +25,47 @@ pub struct JoinError(pub String);
 pub struct JoinSettings {
     /// The connection to the brokers.
     pub connection: Connection,
-    /// The events topic (the groups subscribe to it).
-    pub topic: String,
     /// The members topic.
     pub members_topic: String,
-    /// Where peers reach this node.
+    /// Where peers reach this node: also its name in the placement.
     pub advertise: String,
+    /// How long a silent node keeps its partitions.
+    pub member_timeout: Duration,
     /// Longest wait for one Kafka request.
     pub timeout: Duration,
 }
 
-/// One consumer group and what runs for each partition it assigns here.
+/// One role and what runs for each partition the placement gives this node in it.
 pub struct Group {
-    /// The group id.
-    pub name: String,
-    /// What runs for an assigned partition.
+    /// The role.
+    pub role: Role,
+    /// What runs for a partition.
     pub runner: Arc<dyn PartitionRunner>,
-    /// What is assigned here, and served.
+    /// What is given to this node, and served.
     pub ownership: Arc<Ownership>,
 }
 
 /// A joined node.
 pub struct Joined {
-    /// Who owns which partition, as announced.
+    /// The live nodes and what they serve.
     pub directory: Arc<Directory>,
-    /// The group members (leave the groups with [`Placement::stop`]).
-    pub placements: Vec<Placement>,
-    /// Run what the groups assign; each ends with the first failure.
+    /// Run what the placement gives this node; each ends with the first failure.
     pub managers: Vec<crate::BoxFuture<'static, Result<(), FollowError>>>,
-    /// The members reader, the announcer and the orphan watchdog; they end at the stop signal.
+    /// The members reader, the announcer and the placement; they end at the stop signal (the
+    /// announcer after saying this node leaves).
     pub tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-/// Joins the cluster as incarnation `node`: the arbiters' group and the consumers' group.
+/// Joins the cluster as incarnation `node`, running `groups` (one per role).
 pub async fn join(
     node: u64,
     settings: JoinSettings,
-    arbiters: Group,
-    consumers: Group,
+    groups: Vec<Group>,
     changed: Arc<Notify>,
     stop: watch::Receiver<bool>,
 ) -> Result<Joined, JoinError> {
     let failed = |e: &dyn std::fmt::Display| JoinError(e.to_string());
-    let directory = Arc::new(Directory::new(node, ANNOUNCE_EVERY * 3));
+    let directory = Arc::new(Directory::new(node, settings.member_timeout));
     // Reading announcements starts before anything is announced, so none is missed.
     let reader = members::listen(
         &settings.connection,
@@ -83,115 +78,106 @@ pub async fn join(
     .map_err(|e| failed(&e))?;
     let announcer =
         Announcer::new(&settings.connection, &settings.members_topic).map_err(|e| failed(&e))?;
+    let arbiters = groups
+        .iter()
+        .find(|g| g.role == Role::Arbiter)
+        .map(|g| g.ownership.clone())
+        .ok_or_else(|| JoinError("no arbiter role".into()))?;
     let announcing = tokio::spawn(announce(
         announcer,
         Announcement {
             node,
             advertise: settings.advertise.clone(),
             partitions: Vec::new(),
-            assigned: Vec::new(),
-            consuming: Vec::new(),
+            leaving: false,
         },
-        arbiters.ownership.clone(),
-        consumers.ownership.clone(),
+        arbiters,
         changed.clone(),
         stop.clone(),
     ));
-    let mut placements = Vec::new();
+    // Hear the live nodes before taking anything: a node starts as one more member, not alone.
+    tokio::time::sleep(ANNOUNCE_EVERY + ANNOUNCE_EVERY / 2).await;
     let mut managers = Vec::new();
-    let mut rejoins = Vec::new();
-    for group in [arbiters, consumers] {
-        let (placement, events) = Placement::join(
-            &settings.connection,
-            &group.name,
-            &settings.topic,
-            &format!("opledger-{node:016x}"),
-        )
-        .map_err(|e| failed(&e))?;
-        tracing::info!(node = format!("{node:016x}"), group = %group.name, "joined a group");
-        rejoins.push((placement.rejoin_handle(), group.ownership.clone()));
-        placements.push(placement);
+    let mut places = Vec::new();
+    for group in groups {
+        let (events, placed) = mpsc::unbounded_channel();
+        places.push((group.role, group.ownership.clone(), events));
         managers.push(Box::pin(manage(
-            events,
+            placed,
             group.runner,
             group.ownership,
             changed.clone(),
             stop.clone(),
         )) as crate::BoxFuture<'static, _>);
     }
-    let watchdog = tokio::spawn(rejoin_when_orphaned(rejoins, directory.clone(), stop));
+    tracing::info!(node = format!("{node:016x}"), advertise = %settings.advertise, "joined the cluster");
+    let placing = tokio::spawn(place(settings.advertise, directory.clone(), places, stop));
     Ok(Joined {
         directory,
-        placements,
         managers,
-        tasks: vec![reader, announcing, watchdog],
+        tasks: vec![reader, announcing, placing],
     })
 }
 
-/// Rejoins a group when some partition has been assigned to no live member of it for
-/// [`ORPHAN_GRACE`]. The first group is the arbiters', the second the consumers'.
-///
-/// A coordinator should hand a dead member's partitions to the others by itself. Some
-/// Kafka-protocol brokers (tansu 0.6) re-form the group after a missed heartbeat without a new
-/// generation and hand the survivors their old assignment, leaving the dead member's partitions
-/// unowned; leaving and joining as a new member forces a fresh assignment.
-async fn rejoin_when_orphaned(
-    groups: Vec<(Rejoin, Arc<Ownership>)>,
+type Place = (Role, Arc<Ownership>, mpsc::UnboundedSender<PlacementEvent>);
+
+/// Keeps each role's partitions where the placement says, looking again whenever a node
+/// appears or leaves and every half announcement period (a node that lapsed is noticed then).
+async fn place(
+    me: String,
     directory: Arc<Directory>,
+    places: Vec<Place>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut orphaned_since: Vec<Option<std::time::Instant>> = vec![None; groups.len()];
+    let mut changes = directory.changes();
     loop {
+        let live = directory.live(&me, Instant::now());
+        let names: BTreeSet<&str> = live.iter().map(String::as_str).collect();
+        for (role, ownership, events) in &places {
+            let count = ownership.partition_count();
+            let wanted: BTreeSet<u32> = placement::mine(*role, &me, &names, count)
+                .into_iter()
+                .collect();
+            let held: BTreeSet<u32> = ownership.assigned().into_iter().collect();
+            let gone: Vec<u32> = held.difference(&wanted).copied().collect();
+            let new: Vec<u32> = wanted.difference(&held).copied().collect();
+            if !gone.is_empty() {
+                tracing::info!(?role, partitions = ?gone, nodes = names.len(), "placement moved partitions away");
+                let _ = events.send(PlacementEvent::Revoked(gone));
+            }
+            if !new.is_empty() {
+                tracing::info!(?role, partitions = ?new, nodes = names.len(), "placement gave partitions");
+                let _ = events.send(PlacementEvent::Assigned(new));
+            }
+        }
         tokio::select! {
             _ = stopped(&mut stop) => return,
-            _ = tokio::time::sleep(ANNOUNCE_EVERY) => {}
-        }
-        let now = std::time::Instant::now();
-        for (i, (rejoin, ownership)) in groups.iter().enumerate() {
-            let count = ownership.partition_count();
-            // Assigned counts, caught up or not: a partition still catching up has an owner.
-            let mine = ownership.assigned();
-            let covered = if i == 0 {
-                directory.all_assigned(count, &mine, now)
-            } else {
-                directory.all_consumed(count, &mine, now)
-            };
-            if covered {
-                orphaned_since[i] = None;
-                continue;
-            }
-            let since = *orphaned_since[i].get_or_insert(now);
-            if now.duration_since(since) >= ORPHAN_GRACE {
-                tracing::warn!(
-                    grace_s = ORPHAN_GRACE.as_secs(),
-                    group = if i == 0 { "arbiters" } else { "consumers" },
-                    "some partitions have had no live member of a group for the grace period; rejoining it"
-                );
-                rejoin.request();
-                orphaned_since[i] = None;
-            }
+            _ = changes.changed() => {}
+            _ = tokio::time::sleep(ANNOUNCE_EVERY / 2) => {}
         }
     }
 }
 
-/// Announces what this node serves and runs on every change and every [`ANNOUNCE_EVERY`].
+/// Announces what this node serves on every change and every [`ANNOUNCE_EVERY`]; at the stop
+/// signal, announces that it leaves.
 async fn announce(
     announcer: Announcer,
     mut me: Announcement,
     arbiters: Arc<Ownership>,
-    consumers: Arc<Ownership>,
     changed: Arc<Notify>,
     mut stop: watch::Receiver<bool>,
 ) {
     loop {
         me.partitions = arbiters.served();
-        me.assigned = arbiters.assigned();
-        me.consuming = consumers.assigned();
         announcer.announce(&me);
         tokio::select! {
-            _ = stopped(&mut stop) => return,
+            _ = stopped(&mut stop) => break,
             _ = changed.notified() => {}
             _ = tokio::time::sleep(ANNOUNCE_EVERY) => {}
         }
     }
+    me.partitions.clear();
+    me.leaving = true;
+    announcer.announce(&me);
+    announcer.flush(Duration::from_secs(2));
 }

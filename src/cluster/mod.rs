@@ -3,9 +3,10 @@
 //! * [`router`]: which partition service answers — this node's own, or its owner's.
 //! * [`peer`] and [`remote`]: typed, versioned, signed messages between nodes; the remote
 //!   partition asks the owner, the owner's endpoint answers from its own partitions only.
-//! * [`membership`]: joining the arbiter group, announcing, rejoining when a partition is
-//!   orphaned; [`arbiters`] runs the arbiters of the assigned partitions; [`placement`] is the
-//!   group member; [`members`] the announcements topic; [`directory`] who owns what.
+//! * [`membership`]: announcing, following the others, and running what the [`placement`]
+//!   (rendezvous hashing over the live nodes) gives this node; [`assigned`] starts and stops
+//!   it; [`members`] is the announcements topic; [`directory`] the live nodes and what they
+//!   serve.
 //!
 //! Decisions never depend on which node applies an event: they are a pure function of the log.
 //! A stale owner during a rebalance can only repeat the same decisions.

@@ -1,237 +1,116 @@
-//! Arbiter placement by a Kafka consumer group.
+//! Which node runs what for each partition: rendezvous hashing over the live nodes.
 //!
-//! A consumer that joins the group (subscribed to the events topic) learns which partitions
-//! this node owns. It never reads through the group: assigned partitions are paused at once,
-//! because each arbiter reads from its own projection's applied offset, not from a committed
-//! group offset — a node taking over a partition resumes where *its* projection stands, or
-//! from 0. On revocation the callback waits until the partition's arbiter has stopped before
-//! librdkafka gives the partition up, so the next owner starts after this one has finished.
+//! Every node announces itself about once a second on the members topic; a node that has not
+//! announced for the member timeout is gone. For each partition and each role (the arbiter, the
+//! consumers' fold) every node computes the same owner from the same view: the live node whose
+//! `SHA-256(role ‖ node ‖ partition)` is highest. When a node dies, only its own partitions
+//! move, to the survivors, as soon as its announcements have lapsed — no coordinator, no
+//! rebalance of the others. Because the roles hash differently, a partition's arbiter and its
+//! consumers' fold usually run on different nodes, and each scales with the nodes apart.
+//!
+//! Views can differ for a moment (an announcement on its way): two nodes may then both run a
+//! partition's arbiter. That is safe by construction — decisions are a pure function of the
+//! log, so both fold the same events to the same decisions, and each answers its own callers —
+//! and it ends when the views agree, within an announcement period.
 
-use crate::log::kafka::Connection;
-use rdkafka::ClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
-use rdkafka::topic_partition_list::TopicPartitionList;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
-use tokio::sync::mpsc;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
 
-/// Longest a revocation waits for the arbiters to stop. A stuck arbiter cannot hold the group
-/// forever; were it still running afterwards it would only repeat the new owner's decisions.
-pub const REVOKE_WAIT: Duration = Duration::from_secs(30);
-
-/// Group session timeout: how long a dead node keeps its partitions.
-pub const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
-
-/// What the group decided.
-#[derive(Debug)]
-pub enum PlacementEvent {
-    /// These partitions are this node's now.
-    Assigned(Vec<u32>),
-    /// These partitions are taken away; answer on `done` once their arbiters have stopped.
-    Revoked(Vec<u32>, std::sync::mpsc::Sender<()>),
+/// What a node runs for a partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The partition's arbiter (its projection and its callers).
+    Arbiter,
+    /// The consumers' fold of the partition (recovery, retention, metrics).
+    Consumers,
 }
 
-struct GroupContext {
-    topic: String,
-    events: mpsc::UnboundedSender<PlacementEvent>,
+impl Role {
+    fn salt(self) -> &'static [u8] {
+        match self {
+            Self::Arbiter => b"opledger/placement/arbiter/v1",
+            Self::Consumers => b"opledger/placement/consumers/v1",
+        }
+    }
 }
 
-fn partitions_of(topic: &str, tpl: &TopicPartitionList) -> Vec<u32> {
-    let mut ps: Vec<u32> = tpl
-        .elements()
+/// The rendezvous score of `node` for `partition` in `role`.
+fn score(role: Role, node: &str, partition: u32) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(role.salt());
+    h.update((node.len() as u64).to_be_bytes());
+    h.update(node.as_bytes());
+    h.update(partition.to_be_bytes());
+    h.finalize().into()
+}
+
+/// The owner of `partition` in `role` among `nodes` (stable names; order does not matter).
+pub fn owner<'a>(role: Role, nodes: &BTreeSet<&'a str>, partition: u32) -> Option<&'a str> {
+    nodes
         .iter()
-        .filter(|e| e.topic() == topic)
-        .filter_map(|e| u32::try_from(e.partition()).ok())
-        .collect();
-    ps.sort_unstable();
-    ps
+        .copied()
+        .max_by_key(|node| (score(role, node, partition), *node))
 }
 
-impl ClientContext for GroupContext {
-    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, facility: &str, message: &str) {
-        use rdkafka::config::RDKafkaLogLevel as L;
-        match level {
-            L::Emerg | L::Alert | L::Critical | L::Error => {
-                tracing::error!(facility, "librdkafka: {message}")
-            }
-            L::Warning => tracing::warn!(facility, "librdkafka: {message}"),
-            // Debug output only appears when OPLEDGER_KAFKA_DEBUG asks for it.
-            _ => tracing::info!(facility, "librdkafka: {message}"),
-        }
-    }
+/// The partitions of `count` that `me` runs in `role` when `nodes` (which include `me`) are live.
+pub fn mine(role: Role, me: &str, nodes: &BTreeSet<&str>, count: u32) -> Vec<u32> {
+    (0..count)
+        .filter(|p| owner(role, nodes, *p) == Some(me))
+        .collect()
 }
 
-impl ConsumerContext for GroupContext {
-    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Revoke(tpl) = rebalance {
-            let partitions = partitions_of(&self.topic, tpl);
-            tracing::info!(
-                ?partitions,
-                "group revoked partitions; stopping their arbiters"
-            );
-            let (done, stopped) = std::sync::mpsc::channel();
-            if self
-                .events
-                .send(PlacementEvent::Revoked(partitions, done))
-                .is_ok()
-                && stopped.recv_timeout(REVOKE_WAIT).is_err()
-            {
-                tracing::warn!("arbiters did not confirm stopping in time; giving partitions up");
-            }
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nodes(names: &[&'static str]) -> BTreeSet<&'static str> {
+        names.iter().copied().collect()
     }
 
-    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        match rebalance {
-            Rebalance::Assign(tpl) => {
-                // Membership only: arbiters read the partitions themselves.
-                if let Err(e) = consumer.pause(tpl) {
-                    tracing::warn!(error = %e, "could not pause the group consumer");
+    #[test]
+    fn every_partition_has_exactly_one_owner_and_every_node_agrees() {
+        let live = nodes(&["http://a:7070", "http://b:7070", "http://c:7070"]);
+        for role in [Role::Arbiter, Role::Consumers] {
+            let mut seen = vec![0; 64];
+            for node in &live {
+                for p in mine(role, node, &live, 64) {
+                    seen[p as usize] += 1;
                 }
-                let partitions = partitions_of(&self.topic, tpl);
-                tracing::info!(?partitions, "group assigned partitions");
-                let _ = self.events.send(PlacementEvent::Assigned(partitions));
             }
-            Rebalance::Revoke(_) => {}
-            Rebalance::Error(e) => tracing::warn!(error = %e, "consumer group rebalance failed"),
+            assert!(seen.iter().all(|n| *n == 1), "{role:?}: {seen:?}");
         }
     }
-}
 
-/// The group member of one node; stops (leaving the group) when dropped or stopped.
-pub struct Placement {
-    stop: Arc<AtomicBool>,
-    rejoin: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-/// Asks the member to leave the group and join again as a new member.
-#[derive(Clone)]
-pub struct Rejoin(Arc<AtomicBool>);
-
-impl Rejoin {
-    /// Leave and join again (once the member thread sees it).
-    pub fn request(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
-
-/// How a member connects; kept to create a fresh member on a rejoin.
-#[derive(Clone)]
-struct MemberSettings {
-    connection: Connection,
-    group: String,
-    topic: String,
-    client_id: String,
-    events: mpsc::UnboundedSender<PlacementEvent>,
-}
-
-impl MemberSettings {
-    fn member(&self) -> Result<BaseConsumer<GroupContext>, rdkafka::error::KafkaError> {
-        let mut config = self.connection.client_config();
-        if let Ok(debug) = std::env::var("OPLEDGER_KAFKA_DEBUG") {
-            // librdkafka's own debug contexts, e.g. `cgrp` for the group protocol.
-            config.set("debug", debug);
-        }
-        let consumer: BaseConsumer<GroupContext> = config
-            .set("group.id", &self.group)
-            .set("client.id", &self.client_id)
-            .set("enable.auto.commit", "false")
-            .set("enable.partition.eof", "false")
-            .set(
-                "session.timeout.ms",
-                SESSION_TIMEOUT.as_millis().to_string(),
-            )
-            .set("heartbeat.interval.ms", "1000")
-            // Also the rebalance timeout: how long a rebalance waits for a silent member.
-            .set("max.poll.interval.ms", "7000")
-            // Eager protocol: every rebalance revokes all, then assigns; simple to reason about.
-            .set("partition.assignment.strategy", "range")
-            .create_with_context(GroupContext {
-                topic: self.topic.clone(),
-                events: self.events.clone(),
-            })?;
-        consumer.subscribe(&[&self.topic])?;
-        Ok(consumer)
-    }
-}
-
-/// Leaves the group: unsubscribing revokes the partitions (the callback stops the arbiters);
-/// closing the consumer then sends LeaveGroup.
-fn leave(consumer: BaseConsumer<GroupContext>) {
-    consumer.unsubscribe();
-    for _ in 0..10 {
-        let _ = consumer.poll(Duration::from_millis(50));
-    }
-}
-
-impl Placement {
-    /// Joins `group` on `topic`; what the group decides arrives on the returned channel.
-    pub fn join(
-        connection: &Connection,
-        group: &str,
-        topic: &str,
-        client_id: &str,
-    ) -> Result<(Self, mpsc::UnboundedReceiver<PlacementEvent>), rdkafka::error::KafkaError> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let settings = MemberSettings {
-            connection: connection.clone(),
-            group: group.to_owned(),
-            topic: topic.to_owned(),
-            client_id: client_id.to_owned(),
-            events: tx,
-        };
-        let mut consumer = settings.member()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let rejoin = Arc::new(AtomicBool::new(false));
-        let (stopping, rejoining) = (stop.clone(), rejoin.clone());
-        let thread = std::thread::Builder::new()
-            .name("opledger-placement".into())
-            .spawn(move || {
-                while !stopping.load(Ordering::SeqCst) {
-                    if rejoining.swap(false, Ordering::SeqCst) {
-                        // A fresh member id makes the coordinator form a new generation.
-                        match settings.member() {
-                            Ok(fresh) => leave(std::mem::replace(&mut consumer, fresh)),
-                            Err(e) => tracing::warn!(error = %e, "could not rejoin the group"),
-                        }
-                    }
-                    // Serves heartbeats and rebalance callbacks; partitions are paused, so no
-                    // message arrives here.
-                    if let Some(Err(e)) = consumer.poll(Duration::from_millis(100)) {
-                        tracing::debug!(error = %e, "consumer group poll");
-                    }
-                }
-                leave(consumer);
-            })
-            .map_err(|e| rdkafka::error::KafkaError::Subscription(e.to_string()))?;
-        Ok((
-            Self {
-                stop,
-                rejoin,
-                thread: Some(thread),
-            },
-            rx,
-        ))
-    }
-
-    /// A handle that makes this member leave and join again.
-    pub fn rejoin_handle(&self) -> Rejoin {
-        Rejoin(self.rejoin.clone())
-    }
-
-    /// Leaves the group and waits for the member thread to end.
-    pub fn stop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+    #[test]
+    fn when_a_node_dies_only_its_partitions_move() {
+        let three = nodes(&["http://a:7070", "http://b:7070", "http://c:7070"]);
+        let two = nodes(&["http://a:7070", "http://c:7070"]);
+        for p in 0..256 {
+            let before = owner(Role::Arbiter, &three, p).expect("an owner");
+            let after = owner(Role::Arbiter, &two, p).expect("an owner");
+            if before != "http://b:7070" {
+                assert_eq!(
+                    before, after,
+                    "partition {p} moved although its owner lives"
+                );
+            }
         }
     }
-}
 
-impl Drop for Placement {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+    #[test]
+    fn partitions_spread_over_the_nodes_and_the_roles_apart() {
+        let live = nodes(&["http://a:7070", "http://b:7070", "http://c:7070"]);
+        for node in &live {
+            let share = mine(Role::Arbiter, node, &live, 300).len();
+            assert!((60..=140).contains(&share), "{node} owns {share} of 300");
+        }
+        let together = (0..300)
+            .filter(|p| owner(Role::Arbiter, &live, *p) == owner(Role::Consumers, &live, *p))
+            .count();
+        assert!(
+            together < 160,
+            "the roles hash independently: {together} of 300 together"
+        );
+        assert_eq!(owner(Role::Arbiter, &BTreeSet::new(), 0), None);
     }
 }

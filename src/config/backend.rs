@@ -1,4 +1,5 @@
-//! The `[log]` backend: the embedded log, or Kafka with its topics, group and the secret nodes
+//! The `[log]` backend: the embedded log, or Kafka with its topics, the members' timeout and the
+//! secret nodes
 //! share.
 
 use super::ConfigError;
@@ -23,14 +24,16 @@ pub struct KafkaSettings {
     pub topic: String,
     /// The topic nodes announce themselves on (default `opledger.members`).
     pub members_topic: String,
-    /// The consumer group that places the arbiters (default `opledger`).
-    pub group: String,
     /// Replication factor of topics a node creates when they are missing (default 3).
     pub replication_factor: u16,
     /// How other nodes reach this node (`None`: `http://` + the bound address).
     pub advertise: Option<String>,
     /// The secret every node of the cluster shares to authenticate peer messages.
     pub peer_secret: Option<PeerSecret>,
+    /// How long a node that stopped announcing itself keeps its partitions (default 3 s; nodes
+    /// announce every second). A dead node's partitions are served again about this long after
+    /// it died; a node that stops cleanly hands them on at once.
+    pub member_timeout: std::time::Duration,
     /// Extra librdkafka producer settings (tuning only; unsafe ones are refused at start).
     pub librdkafka: Vec<(String, String)>,
 }
@@ -42,14 +45,17 @@ impl KafkaSettings {
             brokers: brokers.to_owned(),
             topic: KAFKA_TOPIC_DEFAULT.to_owned(),
             members_topic: KAFKA_MEMBERS_TOPIC_DEFAULT.to_owned(),
-            group: KAFKA_GROUP_DEFAULT.to_owned(),
             replication_factor: 3,
             advertise: None,
             peer_secret: PeerSecret::from_env(),
+            member_timeout: MEMBER_TIMEOUT_DEFAULT,
             librdkafka: Vec::new(),
         }
     }
 }
+
+/// The member timeout when the config does not say: three announcement periods.
+pub const MEMBER_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The secret nodes of one cluster share. Never printed, not even in a debug dump.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
@@ -88,8 +94,6 @@ pub const KAFKA_TOPIC_DEFAULT: &str = "opledger.events";
 pub const KAFKA_MEMBERS_TOPIC_DEFAULT: &str = "opledger.members";
 /// The environment variable that gives the peer secret when the config does not.
 pub const PEER_SECRET_ENV: &str = "OPLEDGER_PEER_SECRET";
-/// Default consumer group of the arbiters.
-pub const KAFKA_GROUP_DEFAULT: &str = "opledger";
 
 /// The backend `[log]` names, with its settings checked.
 pub(super) fn validate_backend(log: &RawLog) -> Result<Backend, ConfigError> {
@@ -133,7 +137,6 @@ pub(super) fn validate_backend(log: &RawLog) -> Result<Backend, ConfigError> {
                         .to_owned(),
                 ));
             }
-            let group = name(&log.group, KAFKA_GROUP_DEFAULT, "group")?;
             let replication_factor = log.replication_factor.unwrap_or(3);
             if replication_factor == 0 {
                 return Err(invalid(
@@ -147,6 +150,17 @@ pub(super) fn validate_backend(log: &RawLog) -> Result<Backend, ConfigError> {
                     "[log] advertise = {advertise:?} must be an http:// or https:// address"
                 )));
             }
+            let member_timeout = match &log.member_timeout {
+                None => MEMBER_TIMEOUT_DEFAULT,
+                Some(text) => humantime::parse_duration(text)
+                    .ok()
+                    .filter(|d| (2..=300).contains(&d.as_secs()))
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "[log] member_timeout = {text:?}: use a duration from \"2s\" to \"5m\" (nodes announce themselves every second), e.g. \"3s\""
+                        ))
+                    })?,
+            };
             let librdkafka: Vec<(String, String)> = log.librdkafka.clone().into_iter().collect();
             if let Err(e) = crate::log::kafka::check_producer_settings(&librdkafka) {
                 return Err(invalid(format!("[log.librdkafka] {e}")));
@@ -156,12 +170,12 @@ pub(super) fn validate_backend(log: &RawLog) -> Result<Backend, ConfigError> {
                 topic,
                 members_topic,
                 peer_secret,
-                group,
                 replication_factor,
                 advertise: log
                     .advertise
                     .as_ref()
                     .map(|a| a.trim_end_matches('/').to_owned()),
+                member_timeout,
                 librdkafka,
             })
         }
@@ -194,9 +208,10 @@ mod tests {
         };
         assert_eq!(k.brokers, "k1:9092,k2:9092");
         assert_eq!(
-            (k.topic.as_str(), k.members_topic.as_str(), k.group.as_str()),
-            ("opledger.events", "opledger.members", "opledger")
+            (k.topic.as_str(), k.members_topic.as_str()),
+            ("opledger.events", "opledger.members")
         );
+        assert_eq!(k.member_timeout, std::time::Duration::from_secs(3));
         assert_eq!((k.replication_factor, k.advertise.as_deref()), (3, None));
         let kafka = "[log]\nbackend = \"kafka\"\nbrokers = \"k:9092\"\n";
         let tuned = Config::parse(&format!(
@@ -214,5 +229,7 @@ mod tests {
         assert!(err(&format!("{kafka}members_topic = \"opledger.events\"")).contains("differ"));
         assert!(err(&format!("{kafka}advertise = \"n1:7070\"")).contains("advertise"));
         assert!(err(&format!("{kafka}replication_factor = 0")).contains("replication_factor"));
+        assert!(err(&format!("{kafka}member_timeout = \"500ms\"")).contains("member_timeout"));
+        assert!(err(&format!("{kafka}group = \"opledger\"")).contains("group"));
     }
 }

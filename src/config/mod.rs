@@ -9,8 +9,8 @@ mod recovery;
 mod tools;
 
 pub use backend::{
-    Backend, KAFKA_GROUP_DEFAULT, KAFKA_MEMBERS_TOPIC_DEFAULT, KAFKA_TOPIC_DEFAULT, KafkaSettings,
-    PEER_SECRET_ENV, PeerSecret,
+    Backend, KAFKA_MEMBERS_TOPIC_DEFAULT, KAFKA_TOPIC_DEFAULT, KafkaSettings, PEER_SECRET_ENV,
+    PeerSecret,
 };
 pub use development::DEVELOPMENT_TOOLS;
 pub use principals::{Principal, Role, token_hash};

@@ -52,11 +52,11 @@ pub(super) struct RawLog {
     #[serde(default)]
     pub(super) peer_secret: Option<PeerSecret>,
     #[serde(default)]
-    pub(super) group: Option<String>,
-    #[serde(default)]
     pub(super) replication_factor: Option<u16>,
     #[serde(default)]
     pub(super) advertise: Option<String>,
+    #[serde(default)]
+    pub(super) member_timeout: Option<String>,
     #[serde(default)]
     pub(super) librdkafka: std::collections::BTreeMap<String, String>,
 }
@@ -71,9 +71,9 @@ impl Default for RawLog {
             topic: None,
             members_topic: None,
             peer_secret: None,
-            group: None,
             replication_factor: None,
             advertise: None,
+            member_timeout: None,
             librdkafka: Default::default(),
         }
     }

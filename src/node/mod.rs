@@ -15,7 +15,7 @@ pub use rebuild::rebuild;
 use crate::clock::SystemClock;
 use crate::cluster::membership::{self, Group, JoinSettings};
 use crate::cluster::peer::PeerKey;
-use crate::cluster::placement::Placement;
+use crate::cluster::placement::Role;
 use crate::cluster::remote::{Inbound, PeerClient};
 use crate::cluster::router::{Peers, Router};
 use crate::config::{Backend, Config, KafkaSettings};
@@ -93,8 +93,6 @@ pub struct Node {
     pub inbound: Option<Arc<Inbound>>,
     recovery: Option<Arc<Recovery>>,
     log: Arc<AnyLog>,
-    /// On Kafka: this node's group members.
-    placements: Vec<Placement>,
     ownership: Arc<Ownership>,
     /// The arbiters' projection and the consumers' store, with their directories.
     stores: Vec<(SledStore, PathBuf)>,
@@ -147,7 +145,7 @@ impl Node {
         let local = LocalPartition::all(shared.clone());
         let mut running = JoinSet::new();
         let mut tasks = Vec::new();
-        let (router, placements, inbound) = match &config.backend {
+        let (router, inbound) = match &config.backend {
             Backend::Embedded => {
                 catch_up_all(&log, &store, progress).await?;
                 for partition in 0..count {
@@ -166,23 +164,25 @@ impl Node {
                     }
                 }
                 let router = Arc::new(Router::new(local, ownership.clone(), None));
-                (router, Vec::new(), None)
+                (router, None)
             }
             Backend::Kafka(kafka) => {
                 let key = peer_key(kafka)?;
                 let joined = membership::join(
                     replies.node(),
                     join_settings(config, kafka)?,
-                    Group {
-                        name: kafka.group.clone(),
-                        runner: arbiter_runner,
-                        ownership: ownership.clone(),
-                    },
-                    Group {
-                        name: format!("{}.consumers", kafka.group),
-                        runner: consumers_runner,
-                        ownership: consuming.clone(),
-                    },
+                    vec![
+                        Group {
+                            role: Role::Arbiter,
+                            runner: arbiter_runner,
+                            ownership: ownership.clone(),
+                        },
+                        Group {
+                            role: Role::Consumers,
+                            runner: consumers_runner,
+                            ownership: consuming.clone(),
+                        },
+                    ],
                     changed,
                     stopped.clone(),
                 )
@@ -201,7 +201,7 @@ impl Node {
                     router: router.clone(),
                     key,
                 });
-                (router, joined.placements, Some(inbound))
+                (router, Some(inbound))
             }
         };
         let ledger =
@@ -228,7 +228,6 @@ impl Node {
             inbound,
             recovery,
             log,
-            placements,
             ownership,
             stores: vec![
                 (projection, store_dir(config, Store::Projection)),
@@ -263,11 +262,8 @@ impl Node {
     /// Stops the arbiters, flushes the projection (marking it clean if every arbiter stopped
     /// without error) and closes the log.
     pub async fn shutdown(mut self) -> Result<(), NodeError> {
-        for mut placement in self.placements.drain(..) {
-            // Leave the groups first: the revocation stops this node's arbiters and folds, and
-            // the others take the partitions over at once instead of after the session timeout.
-            let _ = tokio::task::spawn_blocking(move || placement.stop()).await;
-        }
+        // On Kafka the stop signal makes this node announce that it leaves: the others take its
+        // partitions over at once instead of after the member timeout.
         let _ = self.stop.send(true);
         for task in self.tasks.drain(..) {
             // Each returns on the stop signal; a panic there changes nothing durable.
@@ -327,12 +323,12 @@ fn join_settings(config: &Config, kafka: &KafkaSettings) -> Result<JoinSettings,
     }
     Ok(JoinSettings {
         connection: Connection::new(&kafka.brokers, &kafka.librdkafka),
-        topic: kafka.topic.clone(),
         members_topic: kafka.members_topic.clone(),
         advertise: kafka
             .advertise
             .clone()
             .unwrap_or_else(|| format!("http://{}", config.listen)),
+        member_timeout: kafka.member_timeout,
         timeout: KAFKA_TIMEOUT,
     })
 }

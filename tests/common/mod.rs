@@ -59,7 +59,6 @@ brokers = "{brokers}"
 topic = "{name}.events"
 members_topic = "{name}.members"
 peer_secret = "test-peer-secret-0123456789"
-group = "{name}"
 replication_factor = 1
 # tansu 0.6 reports a partition's end as its last batch's first offset + 1; one record per
 # batch keeps it right (real Kafka needs no such setting).
