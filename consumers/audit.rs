@@ -71,7 +71,20 @@ pub async fn audit<L: EventLog>(
                 .await
                 .map_err(|source| AuditError::Log { partition, source })?;
             if records.is_empty() {
-                break;
+                // The log said it holds more: an audit over a prefix must not pass for one of
+                // the whole log.
+                return Err(AuditError::Log {
+                    partition,
+                    source: LogError::Corrupt {
+                        partition,
+                        segment: std::path::PathBuf::from("log"),
+                        position: position.next_offset,
+                        reason: format!(
+                            "the log reported {end} events but reading stopped at {}",
+                            position.next_offset
+                        ),
+                    },
+                });
             }
             let folded = fold_batch(partition, position, &state, &records, Deadlines::Unindexed)?;
             for event in &folded.applied {

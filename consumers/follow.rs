@@ -44,9 +44,18 @@ impl<L: EventLog> ConsumersRunner<L> {
             follower = follower.observed_by(observer.clone());
         }
         self.ownership.set_serving(partition, true);
-        let result = follower.run(stop.clone()).await;
-        self.ownership.set_serving(partition, false);
-        result
+        // Not served once the fold stops, however it stops (a panic included): recovery must
+        // not act on an index nobody keeps current.
+        let _serving = Serving(&self.ownership, partition);
+        follower.run(stop.clone()).await
+    }
+}
+
+struct Serving<'a>(&'a Ownership, u32);
+
+impl Drop for Serving<'_> {
+    fn drop(&mut self) {
+        self.0.set_serving(self.1, false);
     }
 }
 

@@ -138,10 +138,12 @@ impl Recovery {
     /// entries were read to find it.
     pub fn due(&self, now_ms: u64) -> Result<(Vec<Work>, usize), ProjectionError> {
         let batch = self.options.scan_batch;
+        // Entries still held (acted on, not yet refolded) are skipped below: read past them.
+        let held = lock(&self.acted).len();
         let mut found = Vec::new();
         for partition in self.ownership.served() {
             for kind in DeadlineKind::ALL {
-                for due in self.store.due(partition, kind, now_ms, batch)? {
+                for due in self.store.due(partition, kind, now_ms, batch + held)? {
                     found.push(Work {
                         due_ms: due.due_ms,
                         id: due.id,

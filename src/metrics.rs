@@ -34,6 +34,12 @@ struct PartitionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FoldLabels {
+    fold: &'static str,
+    partition: u32,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LatencyLabels {
     class: &'static str,
     decision: &'static str,
@@ -47,6 +53,7 @@ pub struct Metrics {
     partitions_assigned: Gauge,
     partitions_serving: Gauge,
     partition_served: Family<PartitionLabels, Gauge>,
+    fold_position: Family<FoldLabels, Gauge>,
     ownership: OnceLock<Arc<Ownership>>,
 }
 
@@ -94,6 +101,13 @@ impl Metrics {
             "1 if this node serves the partition now, else 0",
             partition_served.clone(),
         );
+        // The consumers' fold trails the arbiter: the difference per partition is its lag.
+        let fold_position = Family::<FoldLabels, Gauge>::default();
+        registry.register(
+            "fold_position",
+            "Next log offset a fold running on this node applies, by fold (arbiter, consumers) and partition",
+            fold_position.clone(),
+        );
         Self {
             registry,
             outcomes,
@@ -101,6 +115,7 @@ impl Metrics {
             partitions_assigned,
             partitions_serving,
             partition_served,
+            fold_position,
             ownership: OnceLock::new(),
         }
     }
@@ -118,6 +133,13 @@ impl Metrics {
                 outcome: o.kind.as_str(),
             })
             .inc();
+    }
+
+    /// Records that fold `fold` of `partition` applies `next_offset` next.
+    pub fn fold_position(&self, fold: &'static str, partition: u32, next_offset: u64) {
+        self.fold_position
+            .get_or_create(&FoldLabels { fold, partition })
+            .set(i64::try_from(next_offset).unwrap_or(i64::MAX));
     }
 
     /// Records a claim's latency.

@@ -5,7 +5,7 @@
 mod common;
 
 use common::sim::start_sim;
-use common::{Server, TOKEN_A, send};
+use common::{Server, TOKEN_A};
 use serde_json::{Value, json};
 
 fn config(port: u16) -> String {
@@ -161,8 +161,7 @@ async fn a_compensation_is_its_own_operation_and_never_runs_on_an_unsettled_or_c
         (409, Some("nothing_to_compensate"))
     );
 
-    let (_, metrics) = send(server.raw().get(format!("{}/metrics", server.base))).await;
-    let text = metrics.as_str().expect("text");
+    let text = server.settled_metrics().await;
     assert!(
         text.contains(r#"opledger_outcomes_total{class="keyed",outcome="compensation_failure"} 1"#),
         "{text}"

@@ -3,24 +3,10 @@
 
 mod common;
 
-use common::{Server, TOKEN_A, charge, send};
+use common::{Server, TOKEN_A, charge, sample};
 use serde_json::json;
 
 const SECRET_KEY: &str = "METRICS-SECRET-KEY-9f2";
-
-/// The value of one sample line, e.g. `opledger_outcomes_total{class="keyed",outcome="replay"}`.
-fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
-        .find(|l| {
-            labels
-                .iter()
-                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
-        })
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
 
 #[tokio::test]
 async fn metrics_count_each_outcome_kind_per_class_without_secrets() {
@@ -63,9 +49,7 @@ async fn metrics_count_each_outcome_kind_per_class_without_secrets() {
         )
         .await;
 
-    let (status, body) = send(server.raw().get(format!("{}/metrics", server.base))).await;
-    assert_eq!(status, 200, "no token needed to scrape");
-    let text = body.as_str().expect("text").to_owned();
+    let text = server.settled_metrics().await;
     let outcome = |class: &str, outcome: &str| {
         sample(
             &text,

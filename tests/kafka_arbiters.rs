@@ -41,7 +41,7 @@ impl Capture {
 }
 
 impl Observer for Capture {
-    fn observe(&self, batch: &[Applied]) {
+    fn observe(&self, _partition: u32, batch: &[Applied]) {
         let mut answers = self.answers.lock().expect("capture lock");
         for applied in batch {
             if let Some(to) = applied.reply_to {

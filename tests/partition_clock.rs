@@ -31,7 +31,7 @@ const PARTITIONS: u32 = 2;
 struct Decisions(Arc<watch::Sender<Vec<(ReplyTo, Decision)>>>);
 
 impl Observer for Decisions {
-    fn observe(&self, batch: &[Applied]) {
+    fn observe(&self, _partition: u32, batch: &[Applied]) {
         self.0.send_modify(|all| {
             for a in batch {
                 if let Some(to) = a.reply_to {

@@ -253,7 +253,7 @@ async fn a_million_settled_operations_do_not_slow_finding_a_hundred_stuck_leases
 struct ClaimsSeen(watch::Sender<u32>);
 
 impl Observer for ClaimsSeen {
-    fn observe(&self, batch: &[Applied]) {
+    fn observe(&self, _partition: u32, batch: &[Applied]) {
         let claims = batch.iter().filter(|a| a.event == "claimed").count() as u32;
         self.0.send_modify(|n| *n += claims);
     }

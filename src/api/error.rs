@@ -68,6 +68,7 @@ impl From<LedgerError> for ApiError {
             E::DecisionTimeout => (StatusCode::SERVICE_UNAVAILABLE, "decision_timeout"),
             E::OwnerUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "owner_unavailable"),
             E::Projection(_) => (StatusCode::INTERNAL_SERVER_ERROR, "projection_error"),
+            E::Misrouted(_) => (StatusCode::INTERNAL_SERVER_ERROR, "misrouted"),
             E::NoCompensation => (StatusCode::CONFLICT, "no_compensation"),
             E::OriginalNotSettled => (StatusCode::CONFLICT, "original_not_settled"),
             E::NothingToCompensate => (StatusCode::CONFLICT, "nothing_to_compensate"),

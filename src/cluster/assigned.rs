@@ -55,12 +55,20 @@ pub async fn manage(
                         }
                         ownership.set_assigned(partition, true);
                         let (stop_tx, stop_rx) = watch::channel(false);
-                        let run = runner.clone().run(partition, stop_rx);
+                        let run = tokio::spawn(runner.clone().run(partition, stop_rx));
                         let failed = failed_tx.clone();
+                        // A runner that fails — or panics — stops the node: a partition
+                        // assigned here but run by nobody would be served by nobody.
                         let task = tokio::spawn(async move {
-                            if let Err(e) = run.await {
-                                let _ = failed.send(e);
-                            }
+                            let error = match run.await {
+                                Ok(Ok(())) => return,
+                                Ok(Err(e)) => e,
+                                Err(join) => FollowError::Panicked {
+                                    partition,
+                                    reason: join.to_string(),
+                                },
+                            };
+                            let _ = failed.send(error);
                         });
                         running.insert(partition, (stop_tx, task));
                     }

@@ -18,6 +18,8 @@ pub const ANNOUNCE_EVERY: Duration = Duration::from_secs(1);
 pub struct Peer {
     /// Its incarnation id.
     pub node: u64,
+    /// The sequence number of its announcement.
+    pub seq: u64,
     /// Where peers reach it: also its stable name in the placement.
     pub advertise: String,
     /// The partitions it serves (caught up, its ownership recorded).
@@ -29,6 +31,9 @@ pub struct Directory {
     me: u64,
     ttl: Duration,
     peers: Mutex<HashMap<u64, (Peer, Instant)>>,
+    /// The latest sequence number seen from each node (kept after it lapses: an old
+    /// announcement of a node that left must not bring it back).
+    seqs: Mutex<HashMap<u64, u64>>,
     /// Bumped whenever a node appears or leaves, so the placement looks again at once.
     changed: watch::Sender<u64>,
 }
@@ -40,26 +45,37 @@ impl Directory {
             me,
             ttl,
             peers: Mutex::new(HashMap::new()),
+            seqs: Mutex::new(HashMap::new()),
             changed: watch::Sender::new(0),
         }
     }
 
-    /// Records an announcement received at `now` (this node's own are ignored).
+    /// Records an announcement received at `now`. This node's own, and one no newer than the
+    /// last seen from its node (a replay), are ignored.
     pub fn announce(&self, peer: Peer, now: Instant) {
-        if peer.node == self.me {
+        if peer.node == self.me || peer.seq <= self.last_seq(peer.node) {
             return;
         }
+        lock(&self.seqs).insert(peer.node, peer.seq);
         let new = lock(&self.peers).insert(peer.node, (peer, now)).is_none();
         if new {
             self.changed.send_modify(|n| *n += 1);
         }
     }
 
-    /// Drops a node that said it is leaving.
-    pub fn leave(&self, node: u64) {
+    /// Drops a node that said, in its announcement `seq`, that it is leaving.
+    pub fn leave(&self, node: u64, seq: u64) {
+        if seq <= self.last_seq(node) {
+            return;
+        }
+        lock(&self.seqs).insert(node, seq);
         if lock(&self.peers).remove(&node).is_some() {
             self.changed.send_modify(|n| *n += 1);
         }
+    }
+
+    fn last_seq(&self, node: u64) -> u64 {
+        lock(&self.seqs).get(&node).copied().unwrap_or(0)
     }
 
     /// Wakes when a node appears or leaves (lapsed nodes are noticed by looking again).
@@ -101,8 +117,10 @@ mod tests {
     use super::*;
 
     fn peer(node: u64, partitions: &[u32]) -> Peer {
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Peer {
             node,
+            seq: SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst),
             advertise: format!("http://n{node}"),
             partitions: partitions.to_vec(),
         }
@@ -142,8 +160,15 @@ mod tests {
         d.announce(peer(1, &[0]), t0);
         d.announce(peer(1, &[0, 1]), t0);
         assert_eq!(*changes.borrow(), 1, "a renewal is no change");
-        d.leave(1);
+        d.leave(1, 1);
+        assert_eq!(*changes.borrow(), 1, "an old leave is a replay: ignored");
+        d.leave(1, u64::MAX);
         assert_eq!(*changes.borrow(), 2);
+        assert!(d.peers(t0).is_empty());
+        // A replay of its last announcement does not bring it back.
+        let mut old = peer(1, &[0]);
+        old.seq = 5;
+        d.announce(old, t0);
         assert!(d.peers(t0).is_empty());
     }
 }

@@ -5,7 +5,10 @@
 //! The topic has one partition; a node reads it from where it stood when the node started.
 //! Nothing on it is a source of truth: a lost announcement only delays the next one, and a
 //! request routed by a stale entry is refused by its addressee (it serves only what it owns).
+//! Announcements are signed with the peer secret and numbered per node, so nobody without the
+//! secret can announce, and an old one cannot be replayed (see [`super::auth`]).
 
+use super::auth::PeerKey;
 use super::directory::{Directory, Peer};
 use crate::log::kafka::{Connection, topic_partitions};
 use rdkafka::consumer::{Consumer, StreamConsumer};
@@ -16,14 +19,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-/// Format of announcements (a u16 prefix, then bincode).
+/// Format of announcements: a u16 prefix, bincode, then the HMAC-SHA256 of both (32 bytes).
 const MEMBERS_FORMAT: u16 = 1;
+
+/// Largest announcement read: a node's address and its partitions.
+const ANNOUNCEMENT_BYTES_MAX: usize = 64 << 10;
 
 /// What a node announces about itself.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Announcement {
     /// Its incarnation id.
     pub node: u64,
+    /// Its announcements' sequence number: each is newer than the last.
+    pub seq: u64,
     /// Where peers reach it (`http://host:port`).
     pub advertise: String,
     /// Partitions it serves.
@@ -38,6 +46,9 @@ pub enum MembersError {
     /// Unknown format prefix or a body that does not decode.
     #[error("members-topic message does not decode: {0}")]
     Undecodable(String),
+    /// Not signed with this cluster's peer secret.
+    #[error("members-topic message is not signed with this cluster's peer_secret")]
+    Unsigned,
     /// Kafka failed.
     #[error("members topic: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
@@ -51,23 +62,39 @@ pub enum MembersError {
     },
 }
 
-/// Encodes an announcement.
-pub fn encode(announcement: &Announcement) -> Vec<u8> {
+/// Encodes and signs an announcement.
+pub fn encode(announcement: &Announcement, key: &PeerKey) -> Vec<u8> {
     let mut out = MEMBERS_FORMAT.to_be_bytes().to_vec();
     // Plain data into a Vec: encoding cannot fail.
     if let Ok(body) = bincode::serde::encode_to_vec(announcement, bincode::config::standard()) {
         out.extend(body);
     }
+    let signature = key.sign("announcement", &[&out]);
+    out.extend(signature);
     out
 }
 
-/// Decodes an announcement.
-pub fn decode(bytes: &[u8]) -> Result<Announcement, MembersError> {
-    match bytes {
+/// Checks and decodes an announcement.
+pub fn decode(bytes: &[u8], key: &PeerKey) -> Result<Announcement, MembersError> {
+    if bytes.len() > ANNOUNCEMENT_BYTES_MAX {
+        return Err(MembersError::Undecodable(format!(
+            "{} bytes, more than {ANNOUNCEMENT_BYTES_MAX}",
+            bytes.len()
+        )));
+    }
+    let (signed, signature) = bytes
+        .split_at_checked(bytes.len().saturating_sub(32))
+        .ok_or(MembersError::Unsigned)?;
+    key.verify("announcement", &[signed], signature)
+        .map_err(|_| MembersError::Unsigned)?;
+    match signed {
         [a, b, body @ ..] if u16::from_be_bytes([*a, *b]) == MEMBERS_FORMAT => {
-            bincode::serde::decode_from_slice(body, bincode::config::standard())
-                .map(|(m, _)| m)
-                .map_err(|e| MembersError::Undecodable(e.to_string()))
+            let config = bincode::config::standard().with_limit::<ANNOUNCEMENT_BYTES_MAX>();
+            match bincode::serde::decode_from_slice(body, config) {
+                Ok((m, used)) if used == body.len() => Ok(m),
+                Ok(_) => Err(MembersError::Undecodable("trailing bytes".into())),
+                Err(e) => Err(MembersError::Undecodable(e.to_string())),
+            }
         }
         _ => Err(MembersError::Undecodable("unknown format".into())),
     }
@@ -77,11 +104,13 @@ pub fn decode(bytes: &[u8]) -> Result<Announcement, MembersError> {
 pub struct Announcer {
     producer: FutureProducer,
     topic: String,
+    key: PeerKey,
+    seq: u64,
 }
 
 impl Announcer {
     /// A producer for `topic`.
-    pub fn new(connection: &Connection, topic: &str) -> Result<Self, MembersError> {
+    pub fn new(connection: &Connection, topic: &str, key: PeerKey) -> Result<Self, MembersError> {
         let producer = connection
             .client_config()
             .set("linger.ms", "0")
@@ -93,6 +122,8 @@ impl Announcer {
             .create()?;
         Ok(Self {
             producer,
+            key,
+            seq: 0,
             topic: topic.to_owned(),
         })
     }
@@ -107,8 +138,10 @@ impl Announcer {
     }
 
     /// Announces; fire and forget (the next announcement follows within a second).
-    pub fn announce(&self, announcement: &Announcement) {
-        let bytes = encode(announcement);
+    pub fn announce(&mut self, announcement: &mut Announcement) {
+        self.seq += 1;
+        announcement.seq = self.seq;
+        let bytes = encode(announcement, &self.key);
         let record = FutureRecord::<(), _>::to(&self.topic)
             .partition(0)
             .payload(&bytes);
@@ -123,6 +156,7 @@ impl Announcer {
 pub async fn listen(
     connection: &Connection,
     topic: &str,
+    key: PeerKey,
     directory: Arc<Directory>,
     mut stop: watch::Receiver<bool>,
     timeout: Duration,
@@ -165,11 +199,12 @@ pub async fn listen(
                     continue;
                 }
             };
-            match message.payload().map(decode) {
-                Some(Ok(a)) if a.leaving => directory.leave(a.node),
+            match message.payload().map(|p| decode(p, &key)) {
+                Some(Ok(a)) if a.leaving => directory.leave(a.node, a.seq),
                 Some(Ok(a)) => directory.announce(
                     Peer {
                         node: a.node,
+                        seq: a.seq,
                         advertise: a.advertise,
                         partitions: a.partitions,
                     },
@@ -186,9 +221,14 @@ pub async fn listen(
 mod tests {
     use super::*;
 
+    fn key() -> PeerKey {
+        PeerKey::new("test-peer-secret-0123456789")
+    }
+
     fn sample() -> Announcement {
         Announcement {
             node: 3,
+            seq: 9,
             advertise: "http://127.0.0.1:7070".into(),
             partitions: vec![0, 5],
             leaving: false,
@@ -196,10 +236,38 @@ mod tests {
     }
 
     #[test]
-    fn announcements_round_trip_and_foreign_bytes_are_refused() {
-        assert_eq!(decode(&encode(&sample())).expect("decodes"), sample());
-        assert!(decode(b"\x00\x09junk").is_err());
-        assert!(decode(b"").is_err());
+    fn announcements_round_trip_and_foreign_or_unsigned_bytes_are_refused() {
+        assert_eq!(
+            decode(&encode(&sample(), &key()), &key()).expect("decodes"),
+            sample()
+        );
+        assert!(decode(b"\x00\x09junk", &key()).is_err());
+        assert!(decode(b"", &key()).is_err());
+        let other = PeerKey::new("another-secret-0123456");
+        assert!(matches!(
+            decode(&encode(&sample(), &other), &key()),
+            Err(MembersError::Unsigned)
+        ));
+        let mut tampered = encode(&sample(), &key());
+        tampered[5] ^= 1;
+        assert!(matches!(
+            decode(&tampered, &key()),
+            Err(MembersError::Unsigned)
+        ));
+    }
+
+    #[test]
+    fn a_signed_announcement_with_a_huge_length_is_refused_without_allocating_it() {
+        // The address's length prefix claims 2^40 bytes (varint 0xFD + u64), validly signed.
+        let mut signed = MEMBERS_FORMAT.to_be_bytes().to_vec();
+        signed.extend([3, 9, 0xfd]);
+        signed.extend((1u64 << 40).to_le_bytes());
+        let signature = key().sign("announcement", &[&signed]);
+        signed.extend(signature);
+        assert!(matches!(
+            decode(&signed, &key()),
+            Err(MembersError::Undecodable(_))
+        ));
     }
 
     /// Format 1 of the sample announcement, frozen.
@@ -209,6 +277,6 @@ mod tests {
     #[test]
     fn the_frozen_format_1_announcement_still_decodes() {
         let bytes = hex::decode(ANNOUNCEMENT_V1_HEX.trim()).expect("fixture is hex");
-        assert_eq!(decode(&bytes).expect("decodes"), sample());
+        assert_eq!(decode(&bytes, &key()).expect("decodes"), sample());
     }
 }

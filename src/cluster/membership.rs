@@ -4,6 +4,7 @@
 //! When it stops it says so, and its partitions move at once.
 
 use super::assigned::{PlacementEvent, manage};
+use super::auth::PeerKey;
 use super::directory::{ANNOUNCE_EVERY, Directory};
 use super::members::{self, Announcement, Announcer};
 use super::placement::{self, Role};
@@ -33,6 +34,8 @@ pub struct JoinSettings {
     pub member_timeout: Duration,
     /// Longest wait for one Kafka request.
     pub timeout: Duration,
+    /// The cluster's peer secret (announcements are signed).
+    pub key: PeerKey,
 }
 
 /// One role and what runs for each partition the placement gives this node in it.
@@ -70,14 +73,19 @@ pub async fn join(
     let reader = members::listen(
         &settings.connection,
         &settings.members_topic,
+        settings.key.clone(),
         directory.clone(),
         stop.clone(),
         settings.timeout,
     )
     .await
     .map_err(|e| failed(&e))?;
-    let announcer =
-        Announcer::new(&settings.connection, &settings.members_topic).map_err(|e| failed(&e))?;
+    let announcer = Announcer::new(
+        &settings.connection,
+        &settings.members_topic,
+        settings.key.clone(),
+    )
+    .map_err(|e| failed(&e))?;
     let arbiters = groups
         .iter()
         .find(|g| g.role == Role::Arbiter)
@@ -87,6 +95,7 @@ pub async fn join(
         announcer,
         Announcement {
             node,
+            seq: 0,
             advertise: settings.advertise.clone(),
             partitions: Vec::new(),
             leaving: false,
@@ -161,7 +170,7 @@ async fn place(
 /// Announces what this node serves on every change and every [`ANNOUNCE_EVERY`]; at the stop
 /// signal, announces that it leaves.
 async fn announce(
-    announcer: Announcer,
+    mut announcer: Announcer,
     mut me: Announcement,
     arbiters: Arc<Ownership>,
     changed: Arc<Notify>,
@@ -169,7 +178,7 @@ async fn announce(
 ) {
     loop {
         me.partitions = arbiters.served();
-        announcer.announce(&me);
+        announcer.announce(&mut me);
         tokio::select! {
             _ = stopped(&mut stop) => break,
             _ = changed.notified() => {}
@@ -178,6 +187,6 @@ async fn announce(
     }
     me.partitions.clear();
     me.leaving = true;
-    announcer.announce(&me);
+    announcer.announce(&mut me);
     announcer.flush(Duration::from_secs(2));
 }

@@ -1,10 +1,11 @@
 //! Messages between nodes: a partition's service asked of its owner.
 //!
 //! Wire form of a message body: `[format: u16 little-endian][bincode 2 (standard config)]`.
-//! Every message is authenticated with the cluster's shared peer secret: the sender puts
-//! `HMAC-SHA256(secret, body)` in hex into the [`SIGNATURE`] header, and the receiver refuses
-//! anything else before decoding it. No caller's bearer token ever travels between nodes: the
-//! asking node authenticated and authorised the caller before it asked.
+//! Every message is signed with the cluster's shared peer secret ([`super::auth`]): a request
+//! with its time and a nonce, its answer together with that nonce, in the [`SIGNATURE`],
+//! [`TIME`] and [`NONCE`] headers; the receiver refuses anything unsigned, stale or replayed
+//! before decoding it. No caller's bearer token ever travels between nodes: the asking node
+//! authenticated and authorised the caller before it asked.
 //!
 //! A node only answers for partitions it serves; anything else is refused with
 //! [`Refusal::NotServing`], and the asking node tells its caller to retry.
@@ -14,9 +15,7 @@ use crate::core::key::ScopedHash;
 use crate::core::operation::OperationRecord;
 use crate::partition::{Answer, Lookup, PartitionError};
 use crate::projection::QueueSlice;
-use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
 
 /// The format of peer messages this build speaks. A node refuses other formats by name.
 pub const PEER_FORMAT: u16 = 1;
@@ -24,12 +23,21 @@ pub const PEER_FORMAT: u16 = 1;
 /// The path peers are asked on.
 pub const PEER_PATH: &str = "/internal/v1/partition";
 
-/// The header carrying a message's signature.
+/// The header carrying a message's signature (hex).
 pub const SIGNATURE: &str = "x-opledger-peer-signature";
 
-/// Largest peer message accepted, in bytes: an event plus its envelope, or a queue slice of
-/// records.
+/// The header carrying a request's time (ms since the epoch, by the sender's clock).
+pub const TIME: &str = "x-opledger-peer-time";
+
+/// The header carrying a request's nonce (hex).
+pub const NONCE: &str = "x-opledger-peer-nonce";
+
+/// Largest peer message accepted, in bytes: a queue slice of records.
 pub const PEER_MESSAGE_BYTES_MAX: usize = 64 << 20;
+
+/// Largest peer request accepted, in bytes: one event and its routing, with room to spare.
+/// Checked before the signature, so nobody can make a node buffer more.
+pub const PEER_REQUEST_BYTES_MAX: usize = crate::core::event::EVENT_BYTES_MAX + (64 << 10);
 
 /// What one node asks of a partition another node owns.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +98,8 @@ pub enum Refusal {
     DecisionTimeout,
     /// The owner's store failed.
     Store(String),
+    /// The event does not belong to the partition.
+    Misrouted,
 }
 
 impl Refusal {
@@ -102,6 +112,7 @@ impl Refusal {
             PartitionError::Unavailable(m) => Self::Unavailable(m.clone()),
             PartitionError::DecisionTimeout => Self::DecisionTimeout,
             PartitionError::Store(e) => Self::Store(e.to_string()),
+            PartitionError::Misrouted { .. } => Self::Misrouted,
         }
     }
 
@@ -115,7 +126,11 @@ impl Refusal {
             },
             Self::Unavailable(m) => PartitionError::Unavailable(m),
             Self::DecisionTimeout => PartitionError::DecisionTimeout,
-            Self::Store(m) => PartitionError::Peer(format!("the owner's store failed: {m}")),
+            Self::Misrouted => PartitionError::Misrouted { partition },
+            Self::Store(m) => {
+                tracing::warn!(partition, reason = %m, "the owner's store failed");
+                PartitionError::Peer("the owner's store failed".into())
+            }
         }
     }
 }
@@ -129,11 +144,6 @@ pub enum PeerError {
     /// The body does not decode.
     #[error("peer message does not decode: {0}")]
     Undecodable(String),
-    /// The signature is missing or wrong: not a node of this cluster.
-    #[error(
-        "peer message signature is missing or wrong: the sender does not share this cluster's peer_secret"
-    )]
-    Signature,
 }
 
 fn config() -> impl bincode::config::Config {
@@ -168,45 +178,6 @@ pub fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, PeerError
         )));
     }
     Ok(message)
-}
-
-/// The cluster's shared peer secret, as a key.
-#[derive(Clone)]
-pub struct PeerKey(Vec<u8>);
-
-impl std::fmt::Debug for PeerKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PeerKey(<redacted>)")
-    }
-}
-
-impl PeerKey {
-    /// The key of a secret.
-    pub fn new(secret: &str) -> Self {
-        Self(secret.as_bytes().to_vec())
-    }
-
-    fn mac(&self) -> Hmac<Sha256> {
-        // HMAC takes a key of any length.
-        Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC accepts any key length")
-    }
-
-    /// The signature of a message body, in hex.
-    pub fn sign(&self, body: &[u8]) -> String {
-        let mut mac = self.mac();
-        mac.update(body);
-        hex::encode(mac.finalize().into_bytes())
-    }
-
-    /// Checks a signature in constant time.
-    pub fn verify(&self, body: &[u8], signature: Option<&str>) -> Result<(), PeerError> {
-        let bytes = signature
-            .and_then(|s| hex::decode(s).ok())
-            .ok_or(PeerError::Signature)?;
-        let mut mac = self.mac();
-        mac.update(body);
-        mac.verify_slice(&bytes).map_err(|_| PeerError::Signature)
-    }
 }
 
 #[cfg(test)]
@@ -294,25 +265,6 @@ mod tests {
     }
 
     #[test]
-    fn only_the_shared_secret_signs_a_message() {
-        let key = PeerKey::new("cluster-secret");
-        let body = b"message";
-        let signature = key.sign(body);
-        assert_eq!(key.verify(body, Some(&signature)), Ok(()));
-        assert_eq!(
-            key.verify(b"messagE", Some(&signature)),
-            Err(PeerError::Signature)
-        );
-        assert_eq!(
-            PeerKey::new("another").verify(body, Some(&signature)),
-            Err(PeerError::Signature)
-        );
-        assert_eq!(key.verify(body, None), Err(PeerError::Signature));
-        assert_eq!(key.verify(body, Some("zz")), Err(PeerError::Signature));
-        assert!(!format!("{key:?}").contains("cluster-secret"));
-    }
-
-    #[test]
     fn every_refusal_maps_back_to_the_error_it_came_from() {
         for error in [
             PartitionError::NotServing { partition: 4 },
@@ -320,6 +272,7 @@ mod tests {
             PartitionError::EventTooLarge { max: 10 },
             PartitionError::Unavailable("disk".into()),
             PartitionError::DecisionTimeout,
+            PartitionError::Misrouted { partition: 4 },
         ] {
             let back = Refusal::of(&error).into_error(4);
             assert_eq!(back.to_string(), error.to_string());

@@ -1,10 +1,13 @@
 //! A partition another node owns, asked over typed peer messages ([`super::peer`]), and the
 //! endpoint that answers them on the owner.
 
+use super::auth::{PeerKey, ReplayGuard, nonce};
 use super::peer::{
-    self, PEER_MESSAGE_BYTES_MAX, PEER_PATH, PeerKey, PeerRequest, PeerResponse, Refusal, SIGNATURE,
+    self, NONCE, PEER_PATH, PEER_REQUEST_BYTES_MAX, PeerRequest, PeerResponse, Refusal, SIGNATURE,
+    TIME,
 };
 use super::router::Router;
+use crate::clock::SharedClock;
 use crate::core::event::EventBody;
 use crate::core::key::ScopedHash;
 use crate::core::operation::OperationRecord;
@@ -24,17 +27,19 @@ pub const PEER_TIMEOUT: Duration = Duration::from_secs(15);
 pub struct PeerClient {
     http: reqwest::Client,
     key: PeerKey,
+    clock: SharedClock,
 }
 
 impl PeerClient {
-    /// A client signing with `key`.
-    pub fn new(key: PeerKey) -> Self {
+    /// A client signing with `key`, its requests timed by `clock`.
+    pub fn new(key: PeerKey, clock: SharedClock) -> Self {
         Self {
             http: reqwest::Client::builder()
                 .timeout(PEER_TIMEOUT)
                 .build()
                 .unwrap_or_default(),
             key,
+            clock,
         }
     }
 
@@ -45,38 +50,50 @@ impl PeerClient {
         request: &PeerRequest,
     ) -> Result<PeerResponse, PartitionError> {
         let body = peer::encode(request);
-        let failed = |what: String| PartitionError::Peer(what);
+        let (time, nonce) = (self.clock.now_ms(), nonce());
+        let signature = self
+            .key
+            .sign("request", &[&time.to_be_bytes(), &nonce, &body]);
+        // The details name internal addresses: they go to this node's log, not to the caller.
+        let failed = |what: String| {
+            tracing::warn!(partition, owner = %base, "asking the owner: {what}");
+            PartitionError::Peer("the owner did not answer".into())
+        };
         let answer = self
             .http
             .post(format!("{base}{PEER_PATH}"))
-            .header(SIGNATURE, self.key.sign(&body))
+            .header(SIGNATURE, hex::encode(signature))
+            .header(TIME, time.to_string())
+            .header(NONCE, hex::encode(nonce))
             .body(body)
             .send()
             .await
-            .map_err(|e| failed(format!("asking {base}: {e}")))?;
+            .map_err(|e| failed(e.to_string()))?;
         let status = answer.status();
         let signature = answer
             .headers()
             .get(SIGNATURE)
             .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+            .and_then(|v| hex::decode(v).ok())
+            .unwrap_or_default();
         let bytes = answer
             .bytes()
             .await
-            .map_err(|e| failed(format!("reading {base}'s answer: {e}")))?;
+            .map_err(|e| failed(format!("reading its answer: {e}")))?;
         if !status.is_success() {
             return Err(failed(format!(
-                "{base} answered {status}: {}",
+                "it answered {status}: {}",
                 String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
             )));
         }
+        // Signed with this request's nonce: no other answer passes for it.
         self.key
-            .verify(&bytes, signature.as_deref())
-            .map_err(|e| failed(format!("{base}: {e}")))?;
+            .verify("response", &[&nonce, &bytes], &signature)
+            .map_err(|e| failed(e.to_string()))?;
         match peer::decode::<PeerResponse>(&bytes) {
             Ok(PeerResponse::Refused(refusal)) => Err(refusal.into_error(partition)),
             Ok(response) => Ok(response),
-            Err(e) => Err(failed(format!("{base}: {e}"))),
+            Err(e) => Err(failed(e.to_string())),
         }
     }
 }
@@ -92,7 +109,14 @@ pub struct RemotePartition {
 }
 
 fn unexpected(response: PeerResponse) -> PartitionError {
-    PartitionError::Peer(format!("the owner answered something else: {response:?}"))
+    let kind = match response {
+        PeerResponse::Decided(_) => "a decision",
+        PeerResponse::Record(_) => "a record",
+        PeerResponse::Queue(_) => "a queue slice",
+        PeerResponse::Refused(_) => "a refusal",
+    };
+    tracing::warn!(answer = kind, "the owner answered another request's kind");
+    PartitionError::Peer("the owner answered something else".into())
 }
 
 impl Partition for RemotePartition {
@@ -162,21 +186,38 @@ pub struct Inbound {
     pub router: Arc<Router>,
     /// The cluster's peer secret.
     pub key: PeerKey,
+    /// This node's clock, to judge a request's time.
+    pub clock: SharedClock,
+    /// The requests seen within the window.
+    pub replays: ReplayGuard,
 }
 
 /// The peer endpoint's routes, to merge into the node's HTTP server.
 pub fn routes(inbound: Arc<Inbound>) -> axum::Router {
     axum::Router::new()
         .route(PEER_PATH, axum::routing::post(answer))
-        .layer(axum::extract::DefaultBodyLimit::max(PEER_MESSAGE_BYTES_MAX))
+        .layer(axum::extract::DefaultBodyLimit::max(PEER_REQUEST_BYTES_MAX))
         .with_state(inbound)
 }
 
 async fn answer(State(inbound): State<Arc<Inbound>>, headers: HeaderMap, body: Bytes) -> Response {
-    let signature = headers.get(SIGNATURE).and_then(|v| v.to_str().ok());
-    if let Err(e) = inbound.key.verify(&body, signature) {
-        tracing::warn!(error = %e, "refused a peer request");
-        return (StatusCode::UNAUTHORIZED, e.to_string()).into_response();
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let time = header(TIME).and_then(|t| t.parse::<u64>().ok());
+    let nonce = header(NONCE)
+        .and_then(|n| hex::decode(n).ok())
+        .and_then(|n| <[u8; 16]>::try_from(n).ok());
+    let signature = header(SIGNATURE)
+        .and_then(|s| hex::decode(s).ok())
+        .unwrap_or_default();
+    let (Some(time), Some(nonce)) = (time, nonce) else {
+        return refuse(crate::cluster::auth::AuthError::Signature);
+    };
+    if let Err(e) = inbound
+        .key
+        .verify("request", &[&time.to_be_bytes(), &nonce, &body], &signature)
+        .and_then(|()| inbound.replays.admit(time, nonce, inbound.clock.now_ms()))
+    {
+        return refuse(e);
     }
     let request = match peer::decode::<PeerRequest>(&body) {
         Ok(r) => r,
@@ -184,8 +225,13 @@ async fn answer(State(inbound): State<Arc<Inbound>>, headers: HeaderMap, body: B
     };
     let response = serve(&inbound.router, request).await;
     let bytes = peer::encode(&response);
-    let signature = inbound.key.sign(&bytes);
-    (StatusCode::OK, [(SIGNATURE, signature)], bytes).into_response()
+    let signature = inbound.key.sign("response", &[&nonce, &bytes]);
+    (StatusCode::OK, [(SIGNATURE, hex::encode(signature))], bytes).into_response()
+}
+
+fn refuse(error: crate::cluster::auth::AuthError) -> Response {
+    tracing::warn!(error = %error, "refused a peer request");
+    (StatusCode::UNAUTHORIZED, error.to_string()).into_response()
 }
 
 /// Serves a peer's request from this node's own partitions only: a node never asks a third.

@@ -42,10 +42,12 @@ pub struct Envelope {
 
 impl Envelope {
     /// Whether the envelope belongs under a log record key: the key is its scope and its
-    /// operation id is the scope's. Anything else was written by something that is not opledger,
-    /// and folding it would put records under the wrong operation.
+    /// operation id is one the scope has — the current derivation, or the one builds before the
+    /// partition-carrying ids wrote (their events stay valid forever). Anything else was written
+    /// by something that is not opledger, and folding it would put records under the wrong
+    /// operation.
     pub fn belongs_under(&self, record_key: &[u8; 32]) -> bool {
-        self.scope.0 == *record_key && self.operation_id == OperationId::for_scope(&self.scope)
+        self.scope.0 == *record_key && self.operation_id.is_of(&self.scope)
     }
 }
 
@@ -389,6 +391,23 @@ pub(crate) mod tests {
     /// The v1 encoding of [`sample_claim`], frozen when v1 was defined. Every later build must
     /// still decode it (STYLE: fixtures of every past version stay decodable).
     const SAMPLE_CLAIM_V1_HEX: &str = include_str!("../../schemas/fixtures/claim-v1.hex");
+
+    #[test]
+    fn given_a_record_key_when_checked_then_only_its_scope_with_either_id_derivation_belongs() {
+        let scope = ScopedHash([3; 32]);
+        let with = |operation_id| Envelope {
+            scope,
+            operation_id,
+            ..sample_claim()
+        };
+        assert!(with(OperationId::for_scope(&scope)).belongs_under(&scope.0));
+        assert!(
+            with(OperationId::legacy(&scope)).belongs_under(&scope.0),
+            "events of earlier builds stay valid"
+        );
+        assert!(!with(OperationId([9; 16])).belongs_under(&scope.0));
+        assert!(!with(OperationId::for_scope(&scope)).belongs_under(&[4; 32]));
+    }
 
     #[test]
     fn given_an_envelope_when_encoded_and_decoded_then_it_round_trips_at_the_current_version() {

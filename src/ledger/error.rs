@@ -52,6 +52,9 @@ pub enum LedgerError {
     /// The projection store failed.
     #[error(transparent)]
     Projection(#[from] ProjectionError),
+    /// An event was sent where it does not belong (a bug); nothing was appended.
+    #[error(transparent)]
+    Misrouted(PartitionError),
     /// The tool's contract names no compensating tool.
     #[error("the tool's contract names no compensation")]
     NoCompensation,
@@ -85,6 +88,7 @@ impl From<PartitionError> for LedgerError {
             PartitionError::Unavailable(m) => Self::Unavailable(m),
             PartitionError::DecisionTimeout => Self::DecisionTimeout,
             PartitionError::Store(e) => Self::Projection(e),
+            e @ PartitionError::Misrouted { .. } => Self::Misrouted(e),
             e @ (PartitionError::NotServing { .. }
             | PartitionError::Moved { .. }
             | PartitionError::Peer(_)) => Self::OwnerUnavailable(e),

@@ -13,13 +13,14 @@ pub use open::{kafka_options, open_log};
 pub use rebuild::rebuild;
 
 use crate::clock::SystemClock;
+use crate::cluster::auth::{PeerKey, ReplayGuard};
 use crate::cluster::membership::{self, Group, JoinSettings};
-use crate::cluster::peer::PeerKey;
 use crate::cluster::placement::Role;
 use crate::cluster::remote::{Inbound, PeerClient};
 use crate::cluster::router::{Peers, Router};
 use crate::config::{Backend, Config, KafkaSettings};
 use crate::consumers::follow::ConsumersRunner;
+use crate::consumers::metrics::ArbiterPosition;
 use crate::consumers::recovery::Recovery;
 use crate::ledger::Ledger;
 use crate::log::any::AnyLog;
@@ -133,7 +134,7 @@ impl Node {
         let arbiter_runner = Arc::new(ArbiterRunner {
             shared: shared.clone(),
             owner: format!("{:016x}", replies.node()),
-            observers: Vec::new(),
+            observers: vec![Arc::new(ArbiterPosition(metrics.clone()))],
             changed: changed.clone(),
         });
         let consumers_runner = Arc::new(ConsumersRunner {
@@ -170,7 +171,7 @@ impl Node {
                 let key = peer_key(kafka)?;
                 let joined = membership::join(
                     replies.node(),
-                    join_settings(config, kafka)?,
+                    join_settings(config, kafka, key.clone())?,
                     vec![
                         Group {
                             role: Role::Arbiter,
@@ -194,12 +195,14 @@ impl Node {
                 tasks.extend(joined.tasks);
                 let peers = Peers {
                     directory: joined.directory,
-                    client: Arc::new(PeerClient::new(key.clone())),
+                    client: Arc::new(PeerClient::new(key.clone(), SystemClock::shared())),
                 };
                 let router = Arc::new(Router::new(local, ownership.clone(), Some(peers)));
                 let inbound = Arc::new(Inbound {
                     router: router.clone(),
                     key,
+                    clock: SystemClock::shared(),
+                    replays: ReplayGuard::default(),
                 });
                 (router, Some(inbound))
             }
@@ -313,7 +316,11 @@ fn peer_key(kafka: &KafkaSettings) -> Result<PeerKey, NodeError> {
         })
 }
 
-fn join_settings(config: &Config, kafka: &KafkaSettings) -> Result<JoinSettings, NodeError> {
+fn join_settings(
+    config: &Config,
+    kafka: &KafkaSettings,
+    key: PeerKey,
+) -> Result<JoinSettings, NodeError> {
     if kafka.advertise.is_none() && config.listen.ip().is_unspecified() {
         return Err(NodeError::Cluster(format!(
             "listen = {} is no address other nodes can use; set [log] advertise = \"http://<this host>:{}\"",
@@ -329,6 +336,7 @@ fn join_settings(config: &Config, kafka: &KafkaSettings) -> Result<JoinSettings,
             .clone()
             .unwrap_or_else(|| format!("http://{}", config.listen)),
         member_timeout: kafka.member_timeout,
+        key,
         timeout: KAFKA_TIMEOUT,
     })
 }

@@ -46,7 +46,8 @@ pub(super) async fn catch_up_all<L: EventLog>(
 }
 
 /// Drops the projection and rebuilds it from the log; returns the summary of the rebuilt state.
-/// (The consumers' store has positions of its own and stays as it is.)
+/// The consumers' store is dropped too (moved aside): it refolds itself at the next start, so
+/// both stores again derive from the same log with the same rules.
 pub async fn rebuild(
     config: &Config,
     progress: impl FnMut(Progress),
@@ -55,6 +56,9 @@ pub async fn rebuild(
     let identity = super::open::identity(&log);
     let dir = store_dir(config, Store::Projection);
     let projection = SledStore::reset(&dir, config.projection_cache_bytes, identity)?;
+    let consumers = store_dir(config, Store::Consumers);
+    SledStore::reset(&consumers, config.projection_cache_bytes, identity)?
+        .close_clean(&consumers)?;
     let store: SharedStore = Arc::new(projection.clone());
     let events = catch_up_all(&log, &store, progress).await?;
     projection.close_clean(&dir)?;

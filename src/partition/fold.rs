@@ -325,13 +325,22 @@ mod tests {
         }
 
         async fn apply(&mut self, batch: Vec<(u64, ScopedHash, EventBody)>) {
+            let batch = batch
+                .into_iter()
+                .map(|(at, scope, body)| (at, scope, OperationId::for_scope(&scope), body))
+                .collect();
+            self.apply_with_ids(batch).await;
+        }
+
+        /// Folds events whose envelopes carry the given operation ids (as earlier builds wrote).
+        async fn apply_with_ids(&mut self, batch: Vec<(u64, ScopedHash, OperationId, EventBody)>) {
             let records: Vec<LogRecord> = batch
                 .into_iter()
                 .enumerate()
-                .map(|(i, (at, scope, body))| {
+                .map(|(i, (at, scope, operation_id, body))| {
                     let envelope = Envelope {
                         scope,
-                        operation_id: OperationId::for_scope(&scope),
+                        operation_id,
                         reply_to: None,
                         body,
                     };

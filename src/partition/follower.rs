@@ -51,6 +51,14 @@ pub enum FollowError {
         /// Why.
         reason: String,
     },
+    /// The task running the partition panicked (a bug: an assertion that stays on).
+    #[error("partition {partition}: its task stopped unexpectedly: {reason}")]
+    Panicked {
+        /// Partition.
+        partition: u32,
+        /// What the runtime said.
+        reason: String,
+    },
     /// The store has applied more of the partition than the log holds: it was built from
     /// another log.
     #[error(
@@ -70,8 +78,12 @@ pub enum FollowError {
 /// Receives every committed batch's applied events. Must be quick and must not block: it runs
 /// on the follower's task, before the next batch is read.
 pub trait Observer: Send + Sync {
-    /// One committed batch, in offset order.
-    fn observe(&self, batch: &[Applied]);
+    /// One committed batch of `partition`, in offset order.
+    fn observe(&self, partition: u32, batch: &[Applied]);
+
+    /// The follower of `partition` caught up to `next_offset` and runs live from here (what it
+    /// re-applied catching up is not observed).
+    fn caught_up(&self, _partition: u32, _next_offset: u64) {}
 }
 
 /// One partition's follower.
@@ -100,8 +112,9 @@ impl<L: EventLog> Follower<L> {
         })
     }
 
-    /// Tells `observer` what each committed batch applied.
+    /// Tells `observer` what each committed batch applied from now on.
     pub fn observed_by(mut self, observer: Arc<dyn Observer>) -> Self {
+        observer.caught_up(self.partition, self.position.next_offset);
         self.observers.push(observer);
         self
     }
@@ -212,7 +225,7 @@ impl<L: EventLog> Follower<L> {
             .map_err(|source| FollowError::Projection { partition, source })?;
         self.position = folded.position;
         for observer in &self.observers {
-            observer.observe(&folded.applied);
+            observer.observe(partition, &folded.applied);
         }
         Ok(())
     }

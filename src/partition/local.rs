@@ -51,6 +51,14 @@ impl<L: EventLog> Shared<L> {
         impl std::future::Future<Output = Result<Answer, PartitionError>> + '_,
         PartitionError,
     > {
+        // What the fold would refuse must never become durable: it would stop the partition.
+        let own_event = matches!(body, EventBody::OwnerChanged(_));
+        let misrouted = partition_for(&scope.0, self.log.partition_count()) != partition
+            || own_event != (scope == ScopedHash::of_partition(partition));
+        if misrouted {
+            tracing::error!(partition, scope = %scope.prefix(), event = body.type_name(), "refused a misrouted event");
+            return Err(PartitionError::Misrouted { partition });
+        }
         let (reply_to, decided) = self.replies.register();
         // However the call ends — answered, failed, or dropped because the client went away —
         // the pending entry goes (a no-op once the answer was delivered).
@@ -146,11 +154,6 @@ impl<L: EventLog> LocalPartition<L> {
         body: EventBody,
     ) -> Result<Answer, PartitionError> {
         self.check_serving()?;
-        debug_assert_eq!(
-            partition_for(&scope.0, self.shared.log.partition_count()),
-            self.partition,
-            "routed to the wrong partition"
-        );
         let decided = self.shared.append(self.partition, scope, body).await?;
         tokio::select! {
             answer = decided => answer,
@@ -222,5 +225,61 @@ struct Pending<'a> {
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
         self.replies.cancel(self.to);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::core::event::{OwnerChange, Transition};
+    use crate::log::memory::MemoryLog;
+    use crate::projection::memory::MemoryStore;
+
+    fn shared() -> Shared<MemoryLog> {
+        Shared {
+            log: Arc::new(MemoryLog::new(2, ManualClock::new(1_000)).expect("log")),
+            store: Arc::new(MemoryStore::new()),
+            replies: Arc::new(Replies::with_node(1)),
+            ownership: Arc::new(Ownership::sole(2)),
+            decision_wait: Duration::from_millis(50),
+            sole: true,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_event_that_would_stop_its_partition_is_refused_and_never_appended() {
+        let shared = shared();
+        let operation = ScopedHash([0; 32]);
+        let partition = partition_for(&operation.0, 2);
+        let owner_change = EventBody::OwnerChanged(OwnerChange { owner: "n".into() });
+        let heartbeat = EventBody::Heartbeat(Transition {
+            holder: "w".into(),
+            expected_version: None,
+        });
+        for (p, scope, body) in [
+            // An ownership change under an operation's scope.
+            (partition, operation, owner_change.clone()),
+            // An operation's event under the partition's own scope.
+            (
+                partition,
+                ScopedHash::of_partition(partition),
+                heartbeat.clone(),
+            ),
+            // Another partition's event.
+            (1 - partition, operation, heartbeat),
+        ] {
+            assert!(matches!(
+                shared.append(p, scope, body).await,
+                Err(PartitionError::Misrouted { .. })
+            ));
+        }
+        for p in 0..2 {
+            assert_eq!(
+                shared.log.end_offset(p).await.expect("end"),
+                0,
+                "nothing appended"
+            );
+        }
     }
 }

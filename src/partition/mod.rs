@@ -101,6 +101,14 @@ pub enum PartitionError {
     /// have been appended.
     #[error("the partition's owner could not be reached; retry the same call: {0}")]
     Peer(String),
+    /// The event does not belong to the partition it was sent to (its scope is another
+    /// partition's, or an ownership change under an operation's scope or the reverse). Nothing
+    /// was appended: folding it would stop the partition for good. A bug, never a retry.
+    #[error("an event was sent to partition {partition}, which it does not belong to")]
+    Misrouted {
+        /// The partition.
+        partition: u32,
+    },
     /// The projection store failed.
     #[error(transparent)]
     Store(#[from] ProjectionError),

@@ -94,7 +94,7 @@ impl Replies {
 /// for another node or an earlier incarnation reach nobody: their callers timed out with a
 /// retriable answer and ask again.
 impl Observer for Replies {
-    fn observe(&self, batch: &[Applied]) {
+    fn observe(&self, _partition: u32, batch: &[Applied]) {
         for applied in batch {
             if let Some(to) = applied.reply_to {
                 self.deliver(

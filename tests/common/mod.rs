@@ -302,6 +302,36 @@ impl Server {
         std::fs::read_to_string(self.stderr_path.with_extension("stdout")).unwrap_or_default()
     }
 
+    /// `/metrics` once the consumers' fold, which counts the outcomes, has applied everything
+    /// the arbiters have (both folds' positions are on `/metrics`), for the test config's four
+    /// partitions.
+    pub async fn settled_metrics(&self) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let (status, body) = send(self.raw().get(format!("{}/metrics", self.base))).await;
+            assert_eq!(status, 200, "no token needed to scrape");
+            let text = body.as_str().expect("text").to_owned();
+            let position = |fold: &str, p: &str| {
+                sample(
+                    &text,
+                    "opledger_fold_position",
+                    &[("fold", fold), ("partition", p)],
+                )
+            };
+            let level = ["0", "1", "2", "3"].iter().all(|p| {
+                position("arbiter", p) > 0.0 && position("consumers", p) == position("arbiter", p)
+            });
+            if level {
+                return text;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the consumers' fold never caught up: {text}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Runs `opledger audit` or `opledger rebuild` and parses its JSON.
     pub fn cli_json(&self, command: &str) -> Value {
         cli_json(&self.config, command)
@@ -363,6 +393,20 @@ impl Drop for Server {
 }
 
 /// Runs a CLI command on a config and parses the JSON it prints last.
+/// The value of one sample line, e.g. `opledger_outcomes_total{class="keyed",outcome="replay"}`.
+pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+        .find(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// The events of an audit or rebuild summary that are about operations: all of them but the
 /// partitions' ownership changes (one per partition each time a node takes it over).
 pub fn operation_events(summary: &Value) -> u64 {
