@@ -449,13 +449,113 @@ pub(crate) mod tests {
             Err(DecodeError::Body { version: 1, .. })
         ));
         let mut padded = bytes.clone();
-        padded.push(0);
+        padded.extend([0, 0, 0]);
         assert!(matches!(
             decode(&padded),
             Err(DecodeError::Trailing {
                 version: 1,
-                extra: 1
+                extra: 3
             })
         ));
+    }
+
+    #[test]
+    fn given_a_payload_over_the_bound_when_decoded_then_too_large_and_at_the_bound_it_is_read() {
+        assert_eq!(EVENT_BYTES_MAX, 262_144, "the bound is pinned: 256 KiB");
+        let mut at_bound = encode(&sample_claim()).expect("encodes");
+        at_bound.resize(EVENT_BYTES_MAX, 0);
+        assert!(
+            matches!(decode(&at_bound), Err(DecodeError::Trailing { .. })),
+            "a payload of exactly the bound is read (and its padding refused)"
+        );
+        at_bound.push(0);
+        assert!(matches!(
+            decode(&at_bound),
+            Err(DecodeError::TooLarge(n)) if n == EVENT_BYTES_MAX + 1
+        ));
+    }
+
+    #[test]
+    fn every_event_type_has_its_stable_name() {
+        use crate::core::event::{Completion, Transition};
+        let by = Transition {
+            holder: "w".into(),
+            expected_version: None,
+        };
+        let claim = match sample_claim().body {
+            EventBody::Claimed(c) => c,
+            _ => unreachable!("the sample is a claim"),
+        };
+        let named = [
+            (EventBody::Claimed(claim.clone()), "claimed"),
+            (EventBody::Heartbeat(by.clone()), "heartbeat"),
+            (
+                EventBody::Completed(Completion {
+                    by: by.clone(),
+                    result: BusinessResult {
+                        resource_ref: "r".into(),
+                        status: 200,
+                        headers: Default::default(),
+                    },
+                }),
+                "completed",
+            ),
+            (
+                EventBody::Failed(Failure {
+                    by: by.clone(),
+                    kind: FailureKind::Definite,
+                    code: "c".into(),
+                }),
+                "failed",
+            ),
+            (EventBody::UnknownReported(by), "unknown_reported"),
+            (
+                EventBody::TakenOver(OperatorAction {
+                    operator: "o".into(),
+                    expected_version: None,
+                }),
+                "taken_over",
+            ),
+            (
+                EventBody::Resolved(Resolution {
+                    by: OperatorAction {
+                        operator: "o".into(),
+                        expected_version: None,
+                    },
+                    outcome: ResolvedOutcome::NotExecuted,
+                }),
+                "resolved",
+            ),
+            (
+                EventBody::RecoveryStarted(RecoveryStart {
+                    recoverer: "r".into(),
+                    lease_ms: 1,
+                }),
+                "recovery_started",
+            ),
+            (
+                EventBody::EvidenceReported(EvidenceReport {
+                    recoverer: "r".into(),
+                    evidence: Evidence::Absent,
+                }),
+                "evidence_reported",
+            ),
+            (
+                EventBody::CompensationClaimed(CompensationClaim {
+                    claim,
+                    original: OperationId([1; 16]),
+                    resource_changed: false,
+                }),
+                "compensation_claimed",
+            ),
+            (EventBody::ExpiryRequested, "expiry_requested"),
+            (
+                EventBody::OwnerChanged(OwnerChange { owner: "n".into() }),
+                "owner_changed",
+            ),
+        ];
+        for (body, name) in named {
+            assert_eq!(body.type_name(), name);
+        }
     }
 }

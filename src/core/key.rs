@@ -341,5 +341,15 @@ mod tests {
     fn given_a_key_when_debug_printed_then_its_text_does_not_appear() {
         let printed = format!("{:?}", key("secret-key-text"));
         assert!(!printed.contains("secret"), "{printed}");
+        assert_eq!(printed, "ClientKey(<15 bytes redacted>)");
+    }
+
+    #[test]
+    fn given_a_scope_when_logged_then_only_its_first_six_bytes_show() {
+        let mut bytes = [0xee; 32];
+        bytes[..6].copy_from_slice(&[0x01, 0x23, 0x45, 0x67, 0x89, 0xab]);
+        let scope = ScopedHash(bytes);
+        assert_eq!(scope.prefix(), "0123456789ab");
+        assert_eq!(format!("{scope:?}"), "ScopedHash(0123456789ab…)");
     }
 }
