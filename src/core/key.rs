@@ -345,6 +345,16 @@ mod tests {
     }
 
     #[test]
+    fn given_an_operation_id_when_printed_then_it_is_its_uuid() {
+        let id = OperationId([0xab; 16]);
+        assert_eq!(id.to_string(), "abababab-abab-abab-abab-abababababab");
+        assert_eq!(
+            format!("{id:?}"),
+            "OperationId(abababab-abab-abab-abab-abababababab)"
+        );
+    }
+
+    #[test]
     fn given_a_scope_when_logged_then_only_its_first_six_bytes_show() {
         let mut bytes = [0xee; 32];
         bytes[..6].copy_from_slice(&[0x01, 0x23, 0x45, 0x67, 0x89, 0xab]);
