@@ -11,7 +11,7 @@
 use crate::log::model::EventLog;
 use crate::partition::follower::{FollowError, Follower, Observer};
 use crate::partition::ownership::Ownership;
-use crate::partition::runner::{PartitionRunner, RETRY_PAUSE, stopped, transient};
+use crate::partition::runner::{PartitionRunner, Serving, retrying};
 use crate::projection::SharedStore;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -51,33 +51,18 @@ impl<L: EventLog> ConsumersRunner<L> {
     }
 }
 
-struct Serving<'a>(&'a Ownership, u32);
-
-impl Drop for Serving<'_> {
-    fn drop(&mut self) {
-        self.0.set_serving(self.1, false);
-    }
-}
-
 impl<L: EventLog> PartitionRunner for ConsumersRunner<L> {
     fn run(
         self: Arc<Self>,
         partition: u32,
-        mut stop: watch::Receiver<bool>,
+        stop: watch::Receiver<bool>,
     ) -> crate::BoxFuture<'static, Result<(), FollowError>> {
         Box::pin(async move {
-            loop {
-                match self.follow(partition, &stop).await {
-                    Err(e) if transient(&e) && !*stop.borrow() => {
-                        tracing::warn!(partition, error = %e, "consumers' fold stopped for a moment; resuming");
-                        tokio::select! {
-                            _ = stopped(&mut stop) => return Ok(()),
-                            _ = tokio::time::sleep(RETRY_PAUSE) => {}
-                        }
-                    }
-                    other => return other,
-                }
-            }
+            retrying(partition, "consumers' fold", stop, |stop| {
+                let me = self.clone();
+                async move { me.follow(partition, &stop).await }
+            })
+            .await
         })
     }
 }

@@ -42,6 +42,42 @@ pub fn transient(error: &FollowError) -> bool {
 /// Pause before a partition's runner tries again after a transient failure.
 pub const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
+/// Runs `attempt` until it ends other than by a transient failure, pausing [`RETRY_PAUSE`]
+/// between attempts; `what` names the runner in the log.
+pub async fn retrying<F, Fut>(
+    partition: u32,
+    what: &str,
+    mut stop: watch::Receiver<bool>,
+    mut attempt: F,
+) -> Result<(), FollowError>
+where
+    F: FnMut(watch::Receiver<bool>) -> Fut,
+    Fut: std::future::Future<Output = Result<(), FollowError>>,
+{
+    loop {
+        match attempt(stop.clone()).await {
+            Err(e) if transient(&e) && !*stop.borrow() => {
+                tracing::warn!(partition, error = %e, "{what} stopped for a moment; resuming");
+                tokio::select! {
+                    _ = stopped(&mut stop) => return Ok(()),
+                    _ = tokio::time::sleep(RETRY_PAUSE) => {}
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Marks a partition not served when dropped: serving ends with what served it, however it
+/// ends (a panic included).
+pub struct Serving<'a>(pub &'a Ownership, pub u32);
+
+impl Drop for Serving<'_> {
+    fn drop(&mut self) {
+        self.0.set_serving(self.1, false);
+    }
+}
+
 /// Runs arbiters.
 pub struct ArbiterRunner<L: EventLog> {
     /// The log, the projection, the waiting callers and which partitions this node serves.
@@ -87,36 +123,22 @@ impl<L: EventLog> ArbiterRunner<L> {
     }
 }
 
-/// Serving ends with the arbiter, however it ends.
-struct Serving<'a>(&'a Ownership, u32);
-
-impl Drop for Serving<'_> {
-    fn drop(&mut self) {
-        self.0.set_serving(self.1, false);
-    }
-}
-
 impl<L: EventLog> PartitionRunner for ArbiterRunner<L> {
     fn run(
         self: Arc<Self>,
         partition: u32,
-        mut stop: watch::Receiver<bool>,
+        stop: watch::Receiver<bool>,
     ) -> crate::BoxFuture<'static, Result<(), FollowError>> {
         Box::pin(async move {
-            loop {
-                let outcome = self.serve(partition, &stop).await;
-                self.changed.notify_one();
-                match outcome {
-                    Err(e) if transient(&e) && !*stop.borrow() => {
-                        tracing::warn!(partition, error = %e, "arbiter stopped for a moment; resuming");
-                        tokio::select! {
-                            _ = stopped(&mut stop) => return Ok(()),
-                            _ = tokio::time::sleep(RETRY_PAUSE) => {}
-                        }
-                    }
-                    other => return other,
+            retrying(partition, "arbiter", stop, |stop| {
+                let me = self.clone();
+                async move {
+                    let outcome = me.serve(partition, &stop).await;
+                    me.changed.notify_one();
+                    outcome
                 }
-            }
+            })
+            .await
         })
     }
 }

@@ -1,9 +1,5 @@
 use super::layout::META_FORMAT;
 use super::*;
-use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
-use crate::core::fingerprint::{FINGERPRINT_VERSION, Fingerprint};
-use crate::core::key::ScopedHash;
-use crate::core::operation::OpState;
 
 const LOG: LogIdentity = LogIdentity {
     log_id: [1; 16],
@@ -11,36 +7,7 @@ const LOG: LogIdentity = LogIdentity {
 };
 
 fn record(n: u8) -> OperationRecord {
-    let scope = ScopedHash([n; 32]);
-    OperationRecord {
-        id: OperationId::for_scope(&scope),
-        scope,
-        principal: "agent-a".into(),
-        tool: "t".into(),
-        fingerprint: Fingerprint {
-            version: FINGERPRINT_VERSION,
-            parts: vec![],
-        },
-        parent: None,
-        compensation_of: None,
-        terms: ContractTerms {
-            class: ToolClass::Keyed,
-            loss: LossLevel::High,
-            lease_ms: 1,
-            retention_ms: 1,
-            queryable: false,
-            accept_unknown_risk: false,
-        },
-        state: OpState::Processing {
-            lease_expires_at_ms: 9,
-        },
-        version: 1,
-        holder: "w".into(),
-        executions: 1,
-        created_at_ms: 0,
-        updated_at_ms: 0,
-        recovery: Default::default(),
-    }
+    crate::projection::conformance::record(n, 1)
 }
 
 /// Commits through the group committer, as arbiters do.
