@@ -20,6 +20,7 @@
 
 use crate::core::decision::Decision;
 use crate::core::event::{EventBody, LoggedEvent};
+use crate::core::key::OperationId;
 use crate::core::machine::{self, Outcome};
 use crate::core::operation::{OpState, OperationRecord};
 use serde::{Deserialize, Serialize};
@@ -32,6 +33,9 @@ pub struct PartitionState {
     pub last_at_ms: u64,
     /// The fold time of the latest ownership change of the partition (0: none yet).
     pub owner_since_ms: u64,
+    /// Whether the partition's log holds events of an earlier id layout: only then may an
+    /// operation be kept under its legacy id, and only then is it worth looking there.
+    pub legacy_ids: bool,
 }
 
 impl PartitionState {
@@ -69,6 +73,10 @@ impl PartitionState {
                 decision: Decision::Accepted,
             };
         }
+        let envelope = &event.envelope;
+        if envelope.operation_id != OperationId::for_scope(&envelope.scope) {
+            self.legacy_ids = true;
+        }
         let current = current.map(|r| self.effective(r.clone()));
         machine::apply(current.as_ref(), event)
     }
@@ -81,7 +89,7 @@ mod tests {
     use crate::core::decision::Rejection;
     use crate::core::event::{Claim, Envelope, OwnerChange, RecoveryStart, Transition};
     use crate::core::fingerprint::{FINGERPRINT_VERSION, Fingerprint};
-    use crate::core::key::{OperationId, ScopedHash};
+    use crate::core::key::ScopedHash;
 
     const LEASE: u64 = 30_000;
 
@@ -264,8 +272,8 @@ mod tests {
     #[test]
     fn given_an_ownership_change_when_no_operation_is_processing_then_records_are_untouched() {
         let state = PartitionState {
-            last_at_ms: 0,
             owner_since_ms: 1_000_000,
+            ..PartitionState::default()
         };
         let mut p = Partition::new(ToolClass::Keyed);
         assert_eq!(p.when(100_000, p.claim("w1")), Decision::Execute);
@@ -274,6 +282,27 @@ mod tests {
             cause: crate::core::operation::ReleaseCause::UnknownButReexecutable,
         };
         assert_eq!(state.effective(record.clone()), record);
+    }
+
+    #[test]
+    fn given_an_event_of_an_earlier_id_layout_when_applied_then_the_partition_remembers_it() {
+        let mut p = Partition::new(ToolClass::Natural);
+        p.when(1, p.claim("w"));
+        assert!(!p.state.legacy_ids);
+        let scope = ScopedHash([3; 32]);
+        let event = LoggedEvent {
+            offset: 1,
+            at_ms: 2,
+            stored_version: 1,
+            envelope: Envelope {
+                scope,
+                operation_id: OperationId::legacy(&scope),
+                reply_to: None,
+                body: heartbeat("w"),
+            },
+        };
+        p.state.apply(p.record.as_ref(), &event);
+        assert!(p.state.legacy_ids);
     }
 
     #[test]

@@ -92,15 +92,18 @@ pub struct Folded {
     pub applied: Vec<Applied>,
 }
 
-/// The record of the operation with `scope`, wherever it is kept: under its current id, or
-/// under the id builds before the partition-carrying layout gave it.
+/// The record of the operation with `scope`, wherever it is kept: under its current id, or —
+/// in a partition whose log holds events of an earlier id layout (`legacy_ids`) — under the id
+/// builds before the partition-carrying layout gave it.
 pub fn find(
     store: &dyn ProjectionStore,
     scope: &ScopedHash,
+    legacy_ids: bool,
 ) -> Result<Option<OperationRecord>, ProjectionError> {
     match store.get(&OperationId::for_scope(scope))? {
         Some(record) => Ok(Some(record)),
-        None => store.get(&OperationId::legacy(scope)),
+        None if legacy_ids => store.get(&OperationId::legacy(scope)),
+        None => Ok(None),
     }
 }
 
@@ -172,7 +175,10 @@ pub fn fold_batch(
             Some(r) => Some(r.clone()),
             None if own_event => None,
             None => {
-                let stored = find(store, &scope).map_err(projection)?;
+                // An event of an earlier id layout marks the partition before it is looked up.
+                let legacy = state.legacy_ids
+                    || logged.envelope.operation_id != OperationId::for_scope(&scope);
+                let stored = find(store, &scope, legacy).map_err(projection)?;
                 // As indexed: with the partition's state at the start of the batch.
                 before.insert(
                     scope,

@@ -169,7 +169,10 @@ impl<L: EventLog> LocalPartition<L> {
         self.check_serving()?;
         let store = self.shared.store.as_ref();
         let record = match lookup {
-            Lookup::Scope(scope) => find(store, &scope)?,
+            Lookup::Scope(scope) => {
+                let legacy = store.position(self.partition)?.state.legacy_ids;
+                find(store, &scope, legacy)?
+            }
             Lookup::Id(id) => store.get(&id)?,
         };
         let count = self.shared.log.partition_count();

@@ -50,6 +50,7 @@ fn position(next_offset: u64) -> Position {
         state: PartitionState {
             last_at_ms: next_offset * 10,
             owner_since_ms: next_offset * 5,
+            legacy_ids: next_offset % 2 == 1,
         },
     }
 }

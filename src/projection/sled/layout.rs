@@ -58,11 +58,12 @@ pub(super) fn deadline_entry(partition: u32, id: &OperationId, d: Deadline) -> [
     deadline_key(partition, d.kind, d.due_ms, id)
 }
 
-pub(super) fn encode_position(position: &Position) -> [u8; 24] {
-    let mut value = [0u8; 24];
+pub(super) fn encode_position(position: &Position) -> [u8; 25] {
+    let mut value = [0u8; 25];
     value[..8].copy_from_slice(&position.next_offset.to_be_bytes());
     value[8..16].copy_from_slice(&position.state.last_at_ms.to_be_bytes());
-    value[16..].copy_from_slice(&position.state.owner_since_ms.to_be_bytes());
+    value[16..24].copy_from_slice(&position.state.owner_since_ms.to_be_bytes());
+    value[24] = u8::from(position.state.legacy_ids);
     value
 }
 
@@ -73,12 +74,13 @@ pub(super) fn decode_position(bytes: &[u8]) -> Option<Position> {
             .and_then(|b| <[u8; 8]>::try_from(b).ok())
             .map(u64::from_be_bytes)
     };
-    (bytes.len() == 24).then_some(())?;
+    (bytes.len() == 25).then_some(())?;
     Some(Position {
         next_offset: word(0)?,
         state: PartitionState {
             last_at_ms: word(1)?,
             owner_since_ms: word(2)?,
+            legacy_ids: bytes[24] == 1,
         },
     })
 }

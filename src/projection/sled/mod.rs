@@ -10,7 +10,7 @@
 //! | key                                                  | value                                   |
 //! |------------------------------------------------------|-----------------------------------------|
 //! | `o` + operation id (16)                              | record format (u16 LE) + bincode record |
-//! | `a` + partition (u32 BE)                             | next offset, last time, owner since (3 × u64 BE) |
+//! | `a` + partition (u32 BE)                             | next offset, last time, owner since (3 × u64 BE), legacy ids (1) |
 //! | `q` + partition (u32 BE) + created (u64 BE) + id (16) | empty: in the operator queue (manual), oldest first |
 //! | `t` + partition (u32 BE) + kind (1) + due (u64 BE) + id (16) | empty: the deadline index, earliest first |
 //! | `m` + name                                           | metadata: format, log id, partitions    |
@@ -45,7 +45,8 @@ use std::sync::Arc;
 /// 4: records name the operation they compensate.
 /// 5: the queue index is ordered by partition and request time; positions carry the
 ///    partition's fold state; the deadline index exists.
-pub const PROJECTION_FORMAT: u16 = 5;
+/// 6: positions say whether the partition holds operations of an earlier id layout.
+pub const PROJECTION_FORMAT: u16 = 6;
 
 /// Why a projection was rebuilt at open instead of resumed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -197,7 +198,7 @@ impl ProjectionStore for SledStore {
         match self.db.get(applied_key(partition))? {
             Some(bytes) => decode_position(&bytes).ok_or_else(|| ProjectionError::Corrupt {
                 what: format!("position of partition {partition}"),
-                reason: "not 24 bytes".into(),
+                reason: "not 25 bytes".into(),
             }),
             None => Ok(Position::default()),
         }
