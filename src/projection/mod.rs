@@ -6,9 +6,11 @@
 //! (checked by `projection::conformance` with the `test-support` feature):
 //!
 //! * **Atomic commits.** [`ProjectionStore::commit`] makes a batch of record changes, queue
-//!   changes and the partition's new [`Position`] visible together: after a crash a fold finds
-//!   either all of a batch or none of it, so re-applying from the stored offset is exact.
-//! * **Read your commits.** Once `commit` returns, `get`, `position` and `queue` show it.
+//!   changes and the partition's new [`Position`] visible together. Across a crash a store
+//!   either keeps that (a fold finds all of a batch or none of it, and re-applies from the
+//!   stored offset) or refuses to resume and is rebuilt from the log — sled does the latter.
+//! * **Read your commits.** Once `commit` returns, `get`, `position`, `queue` and `due` show
+//!   it, whether or not it has reached the disk (sled writes behind the answers).
 //! * **Partitions are independent.** A commit of one partition never changes another's position
 //!   or queue; commits of different partitions may run at once.
 //! * **The queue is ordered.** A partition's operator queue lists its entries oldest request

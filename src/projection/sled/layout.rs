@@ -53,6 +53,20 @@ pub(super) fn deadline_key(
     key
 }
 
+/// The request time and operation id of a queue key.
+pub(super) fn decode_queue_key(key: &[u8]) -> Option<(u64, OperationId)> {
+    let created = u64::from_be_bytes(key.get(5..13)?.try_into().ok()?);
+    let id = key.get(13..29)?.try_into().ok()?;
+    (key.len() == 29).then_some((created, OperationId(id)))
+}
+
+/// The due time and operation id of a deadline key.
+pub(super) fn decode_deadline_key(key: &[u8]) -> Option<(u64, OperationId)> {
+    let due_ms = u64::from_be_bytes(key.get(6..14)?.try_into().ok()?);
+    let id = key.get(14..30)?.try_into().ok()?;
+    (key.len() == 30).then_some((due_ms, OperationId(id)))
+}
+
 /// The index key of an operation's deadline.
 pub(super) fn deadline_entry(partition: u32, id: &OperationId, d: Deadline) -> [u8; 30] {
     deadline_key(partition, d.kind, d.due_ms, id)

@@ -22,6 +22,7 @@
 mod committer;
 mod directory;
 mod layout;
+mod pending;
 
 use super::{Changes, Due, Position, ProjectionError, ProjectionStore, QueueSlice};
 use crate::core::deadline::DeadlineKind;
@@ -32,9 +33,10 @@ use directory::{
     check_meta, clean_marker, forget_clean, move_aside, open_db, sync_parent, write_meta,
 };
 use layout::{
-    PREFIX_RECORD, applied_key, deadline_key, decode_position, decode_record, queue_prefix,
-    record_key,
+    PREFIX_RECORD, applied_key, deadline_key, decode_deadline_key, decode_position,
+    decode_queue_key, decode_record, queue_prefix, record_key,
 };
+pub use pending::PENDING_RECORDS_MAX;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -124,7 +126,7 @@ impl SledStore {
     /// Flushes the projection and records that it is consistent with its applied offsets, so the
     /// next open trusts it. Call only after every arbiter stopped without error.
     pub fn close_clean(&self, dir: &Path) -> Result<(), ProjectionError> {
-        self.db.flush()?;
+        self.flush_now()?;
         let marker = clean_marker(dir);
         let io = |source| ProjectionError::Marker {
             path: marker.clone(),
@@ -152,35 +154,9 @@ impl SledStore {
         Self::with(db)
     }
 
-    /// Up to `limit` records after `after` (from the start when `None`), in id order: a cursor
-    /// for consumers that sweep the projection in bounded slices.
-    pub fn records_after(
-        &self,
-        after: Option<OperationId>,
-        limit: usize,
-    ) -> Result<Vec<OperationRecord>, ProjectionError> {
-        // The key right after `after` is `after` with a 0 byte appended.
-        let start = match after {
-            Some(id) => {
-                let mut key = record_key(&id).to_vec();
-                key.push(0);
-                key
-            }
-            None => vec![PREFIX_RECORD],
-        };
-        let end = vec![PREFIX_RECORD + 1];
-        self.db
-            .range(start..end)
-            .take(limit)
-            .map(|item| {
-                let (key, value) = item?;
-                decode_record(&value, || format!("key {}", hex::encode(&key[1..])))
-            })
-            .collect()
-    }
-
     /// Flushes sled to disk (on shutdown, so the next start has less to re-apply).
     pub fn flush_now(&self) -> Result<(), ProjectionError> {
+        self.committer.pending().wait_written()?;
         self.db.flush()?;
         Ok(())
     }
@@ -188,6 +164,9 @@ impl SledStore {
 
 impl ProjectionStore for SledStore {
     fn get(&self, id: &OperationId) -> Result<Option<OperationRecord>, ProjectionError> {
+        if let Some(record) = self.committer.pending().record(id) {
+            return Ok(Some(record));
+        }
         match self.db.get(record_key(id))? {
             Some(bytes) => decode_record(&bytes, || format!("operation {id}")).map(Some),
             None => Ok(None),
@@ -195,6 +174,9 @@ impl ProjectionStore for SledStore {
     }
 
     fn position(&self, partition: u32) -> Result<Position, ProjectionError> {
+        if let Some(position) = self.committer.pending().position(partition) {
+            return Ok(position);
+        }
         match self.db.get(applied_key(partition))? {
             Some(bytes) => decode_position(&bytes).ok_or_else(|| ProjectionError::Corrupt {
                 what: format!("position of partition {partition}"),
@@ -204,8 +186,9 @@ impl ProjectionStore for SledStore {
         }
     }
 
-    /// Grouped with other partitions' commits into one sled batch (see `committer.rs`). Not
-    /// flushed: the log is durable, and a lost batch is re-applied from the log on restart.
+    /// Visible at once from memory; written to sled behind the answers (see `committer.rs`).
+    /// Waits only when [`PENDING_RECORDS_MAX`] records are waiting for sled. Not flushed: the
+    /// log is durable, and a projection that was not closed cleanly is rebuilt from the log.
     fn commit(
         &self,
         partition: u32,
@@ -221,21 +204,34 @@ impl ProjectionStore for SledStore {
         limit: usize,
         count_max: usize,
     ) -> Result<QueueSlice, ProjectionError> {
-        let mut slice = QueueSlice::default();
-        for item in self.db.scan_prefix(queue_prefix(partition)).take(count_max) {
-            let (key, _) = item?;
-            slice.total += 1;
-            if slice.items.len() >= limit {
-                continue;
+        // The overlay first: what sled holds for the ids it decides is out of date.
+        let shadow = self.committer.pending().queue(partition);
+        let mut entries = shadow.entries;
+        // Sled lists its entries in order: its first `count_max` current ones and the
+        // overlay's are all the merged list's first `count_max` can take from.
+        let mut from_sled = 0;
+        for item in self.db.scan_prefix(queue_prefix(partition)) {
+            if from_sled >= count_max {
+                break;
             }
-            let id = key
-                .get(13..29)
-                .and_then(|b| <[u8; 16]>::try_from(b).ok())
-                .ok_or_else(|| ProjectionError::Corrupt {
-                    what: format!("operator queue of partition {partition}"),
-                    reason: "queue key does not end in an operation id".into(),
-                })?;
-            if let Some(record) = self.get(&OperationId(id))? {
+            let (key, _) = item?;
+            let entry = decode_queue_key(&key).ok_or_else(|| ProjectionError::Corrupt {
+                what: format!("operator queue of partition {partition}"),
+                reason: "queue key is not 29 bytes".into(),
+            })?;
+            if !shadow.ids.contains(&entry.1) {
+                entries.push(entry);
+                from_sled += 1;
+            }
+        }
+        entries.sort_unstable();
+        entries.truncate(count_max);
+        let mut slice = QueueSlice {
+            items: Vec::with_capacity(limit.min(entries.len())),
+            total: entries.len(),
+        };
+        for (_, id) in entries.iter().take(limit) {
+            if let Some(record) = self.get(id)? {
                 slice.items.push(record);
             }
         }
@@ -249,37 +245,41 @@ impl ProjectionStore for SledStore {
         until_ms: u64,
         limit: usize,
     ) -> Result<Vec<Due>, ProjectionError> {
+        let shadow = self
+            .committer
+            .pending()
+            .due(partition, kind, until_ms, limit);
         let start = deadline_key(partition, kind, 0, &OperationId([0; 16]));
         let end = deadline_key(partition, kind, until_ms, &OperationId([0xff; 16]));
-        self.db
-            .range(start..=end)
-            .take(limit)
-            .map(|item| {
-                let (key, _) = item?;
-                let corrupt = || ProjectionError::Corrupt {
+        let mut due = shadow.entries;
+        let mut from_sled = 0;
+        for item in self.db.range(start..=end) {
+            if from_sled >= limit {
+                break;
+            }
+            let (key, _) = item?;
+            let (due_ms, id) =
+                decode_deadline_key(&key).ok_or_else(|| ProjectionError::Corrupt {
                     what: format!("deadline index of partition {partition}"),
                     reason: "key is not 30 bytes".into(),
-                };
-                let due_ms = key
-                    .get(6..14)
-                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                    .map(u64::from_be_bytes)
-                    .ok_or_else(corrupt)?;
-                let id = key
-                    .get(14..30)
-                    .and_then(|b| <[u8; 16]>::try_from(b).ok())
-                    .ok_or_else(corrupt)?;
-                Ok(Due {
-                    due_ms,
-                    id: OperationId(id),
-                })
-            })
-            .collect()
+                })?;
+            if !shadow.ids.contains(&id) {
+                due.push(Due { due_ms, id });
+                from_sled += 1;
+            }
+        }
+        due.sort_unstable();
+        due.truncate(limit);
+        Ok(due)
     }
 
+    /// Every record once all commits so far are in sled.
     fn records(
         &self,
     ) -> Box<dyn Iterator<Item = Result<OperationRecord, ProjectionError>> + Send + '_> {
+        if let Err(e) = self.committer.pending().wait_written() {
+            return Box::new(std::iter::once(Err(e)));
+        }
         Box::new(self.db.scan_prefix([PREFIX_RECORD]).map(|item| {
             let (key, value) = item?;
             decode_record(&value, || format!("key {}", hex::encode(&key[1..])))

@@ -128,3 +128,126 @@ fn given_a_corrupt_record_when_read_then_a_typed_error_names_the_operation() {
         other => panic!("expected Corrupt, got {other:?}"),
     }
 }
+
+fn at(next_offset: u64) -> Position {
+    Position {
+        next_offset,
+        ..Position::default()
+    }
+}
+
+fn queued(r: &OperationRecord, created_at_ms: u64, queued: bool) -> crate::projection::QueueChange {
+    crate::projection::QueueChange {
+        id: r.id,
+        created_at_ms,
+        queued,
+    }
+}
+
+fn lease(
+    r: &OperationRecord,
+    from: Option<u64>,
+    to: Option<u64>,
+) -> crate::projection::DeadlineChange {
+    use crate::core::deadline::Deadline;
+    let d = |due_ms| Deadline {
+        due_ms,
+        kind: DeadlineKind::Lease,
+    };
+    crate::projection::DeadlineChange {
+        id: r.id,
+        from: from.map(d),
+        to: to.map(d),
+    }
+}
+
+fn in_sled(p: &SledStore, id: &OperationId) -> Option<OperationRecord> {
+    p.db.get(record_key(id))
+        .expect("reads sled")
+        .map(|v| layout::decode_record(&v, String::new).expect("decodes"))
+}
+
+#[tokio::test]
+// Holding the committer's gate across commits is the point: it keeps them pending.
+#[allow(clippy::await_holding_lock)]
+async fn given_commits_not_yet_in_sled_when_read_then_they_shadow_what_sled_holds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (p, _) = SledStore::open(&dir.path().join("p"), 1 << 20, LOG).expect("opens");
+    let (a, b, c) = (record(1), record(2), record(3));
+    let a2 = crate::projection::conformance::record(1, 2);
+    // In sled: a queued with a lease at 100, b with a lease at 50.
+    let first = Changes {
+        records: vec![a.clone(), b.clone()],
+        queue: vec![queued(&a, 10, true)],
+        deadlines: vec![lease(&a, None, Some(100)), lease(&b, None, Some(50))],
+    };
+    p.commit(0, at(1), first).await.expect("commits");
+    p.flush_now().expect("written");
+    let held = p.committer.hold();
+    // Pending only: a leaves the queue and its lease moves to 20, b's lease goes, c is queued.
+    let second = Changes {
+        records: vec![a2.clone(), c.clone()],
+        queue: vec![queued(&a, 10, false), queued(&c, 5, true)],
+        deadlines: vec![lease(&a, Some(100), Some(20)), lease(&b, Some(50), None)],
+    };
+    p.commit(0, at(2), second).await.expect("commits");
+    assert_eq!(
+        in_sled(&p, &a.id),
+        Some(a.clone()),
+        "sled still has the old a"
+    );
+    let check = |when: &str| {
+        assert_eq!(p.get(&a.id).expect("reads"), Some(a2.clone()), "{when}");
+        assert_eq!(p.position(0).expect("reads").next_offset, 2, "{when}");
+        let due = p.due(0, DeadlineKind::Lease, u64::MAX, 10).expect("reads");
+        assert_eq!(
+            due,
+            vec![Due {
+                due_ms: 20,
+                id: a.id
+            }],
+            "{when}"
+        );
+        let queue = p.queue(0, 10, 100).expect("reads");
+        assert_eq!((queue.items, queue.total), (vec![c.clone()], 1), "{when}");
+    };
+    check("pending");
+    drop(held);
+    p.flush_now().expect("written");
+    assert_eq!(in_sled(&p, &a.id), Some(a2.clone()), "sled has caught up");
+    check("written");
+}
+
+#[tokio::test]
+// Holding the committer's gate across commits is the point: it keeps them pending.
+#[allow(clippy::await_holding_lock)]
+async fn given_sled_falls_behind_when_the_pending_records_fill_up_then_commits_wait_for_room() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (p, _) = SledStore::open(&dir.path().join("p"), 1 << 20, LOG).expect("opens");
+    let held = p.committer.hold();
+    let batch = 2048;
+    for n in 0..PENDING_RECORDS_MAX / batch {
+        let records = (0..batch)
+            .map(|i| {
+                let mut r = record(1);
+                r.id = OperationId(((n * batch + i) as u128).to_be_bytes());
+                r
+            })
+            .collect();
+        let changes = Changes {
+            records,
+            ..Changes::default()
+        };
+        p.commit(1, at(n as u64 + 1), changes).await.expect("room");
+    }
+    let mut next = p.commit(1, at(1000), Changes::default());
+    let waited = tokio::select! {
+        biased;
+        _ = &mut next => false,
+        () = std::future::ready(()) => true,
+    };
+    assert!(waited, "a commit beyond the bound waits for sled");
+    drop(held);
+    next.await.expect("commits once sled has caught up");
+    assert_eq!(p.position(1).expect("reads").next_offset, 1000);
+}

@@ -1,0 +1,284 @@
+//! What the store has committed but sled does not hold yet: the write-behind overlay.
+//!
+//! A commit lands here at once and is visible to every read from then on; the committer thread
+//! writes it to sled in a large batch later and then drops it from here. Reads look here first
+//! and at sled second, so they always see the latest commit, never an older state from sled.
+//! Each entry remembers the sequence number of the last commit that touched it: once that
+//! commit is in sled, the entry goes (an entry touched again since stays).
+//!
+//! Memory is bounded by [`PENDING_RECORDS_MAX`]: a commit waits for room (back-pressure) when
+//! that many records are waiting for sled.
+
+use crate::core::deadline::{Deadline, DeadlineKind};
+use crate::core::key::OperationId;
+use crate::core::operation::OperationRecord;
+use crate::projection::{Changes, Due, Position, ProjectionError, QueueChange};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use tokio::sync::Semaphore;
+
+/// Most records waiting for sled before commits wait for room.
+pub const PENDING_RECORDS_MAX: usize = 65_536;
+
+/// One commit on its way to sled: what the committer writes.
+pub(super) struct Commit {
+    /// Its place in commit order.
+    pub(super) seq: u64,
+    pub(super) partition: u32,
+    pub(super) position: Position,
+    pub(super) records: Vec<Arc<OperationRecord>>,
+    pub(super) queue: Vec<QueueChange>,
+    pub(super) deadlines: Vec<crate::projection::DeadlineChange>,
+    /// Room it took, given back once it is in sled.
+    pub(super) room: u32,
+}
+
+/// The overlay, shared by the store (reads, commits) and the committer thread.
+pub(super) struct Pending {
+    state: Mutex<Overlay>,
+    /// Signalled whenever commits reach sled or the committer fails.
+    written: Condvar,
+    /// Room for records waiting for sled (permits = records).
+    room: Semaphore,
+    /// Held by the committer while it writes a group; tests hold it to keep commits pending.
+    gate: Mutex<()>,
+}
+
+#[derive(Default)]
+struct Overlay {
+    next_seq: u64,
+    /// Every commit with a smaller sequence number is in sled.
+    written_seq: u64,
+    /// Set once a sled batch failed: the store takes no more commits.
+    failed: Option<String>,
+    records: HashMap<OperationId, (u64, Arc<OperationRecord>)>,
+    positions: HashMap<u32, (u64, Position)>,
+    /// Queue membership as last committed: (seq, partition, request time, queued).
+    queue: HashMap<OperationId, (u64, u32, u64, bool)>,
+    /// Deadline as last committed: (seq, partition, deadline).
+    deadlines: HashMap<OperationId, (u64, u32, Option<Deadline>)>,
+    /// The deadlines above that exist, ordered as the index is.
+    due: BTreeSet<(u32, DeadlineKind, u64, OperationId)>,
+}
+
+/// What a range read of sled must take from the overlay instead: the ids the overlay decides,
+/// and the overlay's own entries in range.
+pub(super) struct Shadow<T> {
+    /// Ids whose sled entries are out of date.
+    pub(super) ids: HashSet<OperationId>,
+    /// The overlay's entries in range.
+    pub(super) entries: Vec<T>,
+}
+
+impl Pending {
+    pub(super) fn new() -> Self {
+        Self {
+            state: Mutex::new(Overlay::default()),
+            written: Condvar::new(),
+            room: Semaphore::new(PENDING_RECORDS_MAX),
+            gate: Mutex::new(()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Overlay> {
+        // A panic while holding the lock leaves plain maps behind, still consistent per entry.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn failed(reason: &str) -> ProjectionError {
+        ProjectionError::Thread(format!("sled batch failed: {reason}"))
+    }
+
+    /// Makes a commit visible and hands it to `send` (in commit order); waits for room first.
+    pub(super) async fn commit(
+        &self,
+        partition: u32,
+        position: Position,
+        changes: Changes,
+        send: impl FnOnce(Commit) -> Result<(), ProjectionError>,
+    ) -> Result<(), ProjectionError> {
+        let room = changes.records.len().clamp(1, PENDING_RECORDS_MAX) as u32;
+        match self.room.acquire_many(room).await {
+            Ok(permit) => permit.forget(),
+            Err(_) => return Err(Self::failed(self.lock().failed.as_deref().unwrap_or(""))),
+        }
+        let mut overlay = self.lock();
+        if let Some(reason) = &overlay.failed {
+            return Err(Self::failed(reason));
+        }
+        let seq = overlay.next_seq;
+        overlay.next_seq += 1;
+        let records: Vec<Arc<OperationRecord>> =
+            changes.records.into_iter().map(Arc::new).collect();
+        for record in &records {
+            overlay.records.insert(record.id, (seq, Arc::clone(record)));
+        }
+        for change in &changes.queue {
+            let entry = (seq, partition, change.created_at_ms, change.queued);
+            overlay.queue.insert(change.id, entry);
+        }
+        for change in &changes.deadlines {
+            overlay.set_deadline(seq, partition, change.id, change.to);
+        }
+        overlay.positions.insert(partition, (seq, position));
+        // Sent under the lock, so the committer receives commits in sequence order.
+        send(Commit {
+            seq,
+            partition,
+            position,
+            records,
+            queue: changes.queue,
+            deadlines: changes.deadlines,
+            room,
+        })
+    }
+
+    /// Taken by the committer around each group it writes (uncontended outside tests).
+    pub(super) fn gate(&self) -> MutexGuard<'_, ()> {
+        self.gate.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Called by the committer once `commits` (in order) are in sled.
+    pub(super) fn written(&self, commits: &[Commit]) {
+        let Some(last) = commits.last() else { return };
+        let upto = last.seq;
+        let mut overlay = self.lock();
+        for c in commits {
+            for record in &c.records {
+                if overlay
+                    .records
+                    .get(&record.id)
+                    .is_some_and(|(s, _)| *s <= upto)
+                {
+                    overlay.records.remove(&record.id);
+                }
+            }
+            for change in &c.queue {
+                if overlay.queue.get(&change.id).is_some_and(|e| e.0 <= upto) {
+                    overlay.queue.remove(&change.id);
+                }
+            }
+            for change in &c.deadlines {
+                if let Some(&(s, partition, Some(d))) = overlay.deadlines.get(&change.id)
+                    && s <= upto
+                {
+                    overlay
+                        .due
+                        .remove(&(partition, d.kind, d.due_ms, change.id));
+                }
+                if overlay
+                    .deadlines
+                    .get(&change.id)
+                    .is_some_and(|e| e.0 <= upto)
+                {
+                    overlay.deadlines.remove(&change.id);
+                }
+            }
+            if overlay
+                .positions
+                .get(&c.partition)
+                .is_some_and(|e| e.0 <= upto)
+            {
+                overlay.positions.remove(&c.partition);
+            }
+        }
+        overlay.written_seq = upto + 1;
+        drop(overlay);
+        let room: usize = commits.iter().map(|c| c.room as usize).sum();
+        self.room.add_permits(room);
+        self.written.notify_all();
+    }
+
+    /// Called by the committer when a sled batch failed: commits stop, waiters wake.
+    pub(super) fn fail(&self, reason: String) {
+        self.lock().failed = Some(reason);
+        self.room.close();
+        self.written.notify_all();
+    }
+
+    /// Waits until every commit made before the call is in sled.
+    pub(super) fn wait_written(&self) -> Result<(), ProjectionError> {
+        let mut overlay = self.lock();
+        let target = overlay.next_seq;
+        loop {
+            if let Some(reason) = &overlay.failed {
+                return Err(Self::failed(reason));
+            }
+            if overlay.written_seq >= target {
+                return Ok(());
+            }
+            overlay = self
+                .written
+                .wait(overlay)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// The record as last committed, if sled may not hold it yet.
+    pub(super) fn record(&self, id: &OperationId) -> Option<OperationRecord> {
+        self.lock().records.get(id).map(|(_, r)| (**r).clone())
+    }
+
+    /// The position as last committed, if sled may not hold it yet.
+    pub(super) fn position(&self, partition: u32) -> Option<Position> {
+        self.lock().positions.get(&partition).map(|(_, p)| *p)
+    }
+
+    /// The partition's queue entries the overlay decides: (request time, id) of those queued.
+    pub(super) fn queue(&self, partition: u32) -> Shadow<(u64, OperationId)> {
+        let overlay = self.lock();
+        let mut shadow = Shadow {
+            ids: HashSet::new(),
+            entries: Vec::new(),
+        };
+        for (id, &(_, p, created_at_ms, queued)) in &overlay.queue {
+            if p == partition {
+                shadow.ids.insert(*id);
+                if queued {
+                    shadow.entries.push((created_at_ms, *id));
+                }
+            }
+        }
+        shadow
+    }
+
+    /// The partition's deadlines of `kind` the overlay decides, due by `until_ms`, earliest
+    /// first, at most `limit`.
+    pub(super) fn due(
+        &self,
+        partition: u32,
+        kind: DeadlineKind,
+        until_ms: u64,
+        limit: usize,
+    ) -> Shadow<Due> {
+        let overlay = self.lock();
+        let ids = overlay
+            .deadlines
+            .iter()
+            .filter(|(_, e)| e.1 == partition)
+            .map(|(id, _)| *id)
+            .collect();
+        let from = (partition, kind, 0, OperationId([0; 16]));
+        let to = (partition, kind, until_ms, OperationId([0xff; 16]));
+        let entries = overlay
+            .due
+            .range(from..=to)
+            .take(limit)
+            .map(|&(_, _, due_ms, id)| Due { due_ms, id })
+            .collect();
+        Shadow { ids, entries }
+    }
+}
+
+impl Overlay {
+    fn set_deadline(&mut self, seq: u64, partition: u32, id: OperationId, to: Option<Deadline>) {
+        if let Some((_, p, Some(d))) = self.deadlines.get(&id) {
+            let old = (*p, d.kind, d.due_ms, id);
+            self.due.remove(&old);
+        }
+        if let Some(d) = to {
+            self.due.insert((partition, d.kind, d.due_ms, id));
+        }
+        self.deadlines.insert(id, (seq, partition, to));
+    }
+}
