@@ -12,11 +12,15 @@ use super::layout::{
     applied_key, deadline_entry, encode_position, encode_record, queue_key, record_key,
 };
 use super::pending::{Commit, Pending};
-use crate::projection::{Changes, Position, ProjectionError};
+use crate::core::deadline::Deadline;
+use crate::core::key::OperationId;
+use crate::core::operation::OperationRecord;
+use crate::projection::{Changes, Position, ProjectionError, QueueChange};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
-/// Most commits written before the overlay is told (and their room given back).
+/// Most commits written together (and coalesced) before the overlay is told.
 const WRITE_GROUP_MAX: usize = 256;
 
 /// The handle the store commits through. Dropping it stops and joins the thread once it has
@@ -91,7 +95,7 @@ fn run(db: &sled::Db, mut rx: mpsc::UnboundedReceiver<Commit>, pending: &Pending
     let mut group = Vec::with_capacity(WRITE_GROUP_MAX);
     while rx.blocking_recv_many(&mut group, WRITE_GROUP_MAX) > 0 {
         let _gate = pending.gate();
-        if let Err(e) = group.iter().try_for_each(|c| write(db, c)) {
+        if let Err(e) = write(db, &Writes::of(&group)) {
             pending.fail(e.to_string());
             return;
         }
@@ -100,30 +104,74 @@ fn run(db: &sled::Db, mut rx: mpsc::UnboundedReceiver<Commit>, pending: &Pending
     }
 }
 
-/// Writes one commit: its records and index changes, then its position.
-fn write(db: &sled::Db, c: &Commit) -> Result<(), sled::Error> {
-    for record in &c.records {
+/// What a group of commits leaves behind, each key once: an operation claimed and settled
+/// within one group is written once, and keys go to sled in order.
+#[derive(Default)]
+struct Writes<'a> {
+    records: BTreeMap<OperationId, &'a OperationRecord>,
+    /// Queue entries by (partition, request time, id): whether queued at the end.
+    queue: BTreeMap<(u32, u64, OperationId), bool>,
+    /// Deadline entries by operation: (partition, the one sled holds, the one to hold).
+    deadlines: BTreeMap<OperationId, (u32, Option<Deadline>, Option<Deadline>)>,
+    positions: BTreeMap<u32, Position>,
+}
+
+impl<'a> Writes<'a> {
+    fn of(group: &'a [Commit]) -> Self {
+        let mut w = Self::default();
+        for c in group {
+            for record in &c.records {
+                w.records.insert(record.id, record);
+            }
+            for change in &c.queue {
+                let key = (c.partition, change.created_at_ms, change.id);
+                w.queue.insert(key, change.queued);
+            }
+            for change in &c.deadlines {
+                w.deadlines
+                    .entry(change.id)
+                    .and_modify(|e| e.2 = change.to)
+                    .or_insert((c.partition, change.from, change.to));
+            }
+            w.positions.insert(c.partition, c.position);
+        }
+        w
+    }
+}
+
+/// Writes a group: records and index entries, then the positions.
+fn write(db: &sled::Db, w: &Writes<'_>) -> Result<(), sled::Error> {
+    for record in w.records.values() {
         db.insert(&record_key(&record.id)[..], encode_record(record))?;
     }
-    for change in &c.queue {
-        let key = queue_key(c.partition, change);
-        if change.queued {
+    for (&(partition, created_at_ms, id), &queued) in &w.queue {
+        let key = queue_key(
+            partition,
+            &QueueChange {
+                id,
+                created_at_ms,
+                queued,
+            },
+        );
+        if queued {
             db.insert(&key[..], &[][..])?;
         } else {
             db.remove(&key[..])?;
         }
     }
-    for change in &c.deadlines {
-        if let Some(from) = change.from {
-            db.remove(&deadline_entry(c.partition, &change.id, from)[..])?;
+    for (id, &(partition, from, to)) in &w.deadlines {
+        if from == to {
+            continue;
         }
-        if let Some(to) = change.to {
-            db.insert(&deadline_entry(c.partition, &change.id, to)[..], &[][..])?;
+        if let Some(from) = from {
+            db.remove(&deadline_entry(partition, id, from)[..])?;
+        }
+        if let Some(to) = to {
+            db.insert(&deadline_entry(partition, id, to)[..], &[][..])?;
         }
     }
-    db.insert(
-        &applied_key(c.partition)[..],
-        &encode_position(&c.position)[..],
-    )?;
+    for (&partition, position) in &w.positions {
+        db.insert(&applied_key(partition)[..], &encode_position(position)[..])?;
+    }
     Ok(())
 }

@@ -251,3 +251,47 @@ async fn given_sled_falls_behind_when_the_pending_records_fill_up_then_commits_w
     next.await.expect("commits once sled has caught up");
     assert_eq!(p.position(1).expect("reads").next_offset, 1000);
 }
+
+#[tokio::test]
+// Holding the committer's gate across commits is the point: they reach sled as one group.
+#[allow(clippy::await_holding_lock)]
+async fn given_one_operation_changed_by_many_commits_when_written_together_then_sled_holds_the_last_state()
+ {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (p, _) = SledStore::open(&dir.path().join("p"), 1 << 20, LOG).expect("opens");
+    let a = record(1);
+    let versions: Vec<_> = (1..=4)
+        .map(|v| crate::projection::conformance::record(1, v))
+        .collect();
+    let steps = [
+        (vec![lease(&a, None, Some(100))], vec![queued(&a, 7, true)]),
+        (vec![lease(&a, Some(100), Some(200))], vec![]),
+        (
+            vec![lease(&a, Some(200), Some(300))],
+            vec![queued(&a, 7, false)],
+        ),
+        (vec![lease(&a, Some(300), None)], vec![queued(&a, 7, true)]),
+    ];
+    let held = p.committer.hold();
+    for (n, (deadlines, queue)) in steps.into_iter().enumerate() {
+        let changes = Changes {
+            records: vec![versions[n].clone()],
+            queue,
+            deadlines,
+        };
+        p.commit(0, at(n as u64 + 1), changes)
+            .await
+            .expect("commits");
+    }
+    drop(held);
+    p.flush_now().expect("written");
+    assert_eq!(in_sled(&p, &a.id), Some(versions[3].clone()));
+    assert_eq!(p.position(0).expect("reads").next_offset, 4);
+    let due = p.due(0, DeadlineKind::Lease, u64::MAX, 10).expect("reads");
+    assert_eq!(due, vec![], "no lease left behind");
+    let queue = p.queue(0, 10, 10).expect("reads");
+    assert_eq!(queue.total, 1, "queued at the end");
+    let keys = p.db.iter().keys().count();
+    // meta (3) + the record + its queue entry + the position: nothing stale.
+    assert_eq!(keys, 6, "sled holds only the last state");
+}
