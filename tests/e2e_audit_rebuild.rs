@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Server, TOKEN_A, charge};
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[tokio::test]
 async fn audit_and_rebuild_give_the_same_digest_and_a_broken_projection_is_rebuilt() {
@@ -31,8 +31,21 @@ async fn audit_and_rebuild_give_the_same_digest_and_a_broken_projection_is_rebui
             .claim(TOKEN_A, &format!("a-{i}"), charge("w2", "4", "c"))
             .await;
     }
+    // Three for the operator queue, which a rebuild must index again.
+    for i in 0..3 {
+        let body = json!({"tool": "messages.send", "holder": "w",
+                          "request": {"to": "+15550100", "text": format!("m{i}")}});
+        let (_, c) = server.claim(TOKEN_A, &format!("m-{i}"), body).await;
+        let id = c["operation_id"].as_str().expect("id").to_owned();
+        let path = format!("/v1/operations/{id}/unknown");
+        let (s, b) = server.post(TOKEN_A, &path, json!({"holder": "w"})).await;
+        assert_eq!((s, b["state"].as_str()), (200, Some("manual")), "{b}");
+    }
+    let (_, queue) = server.get(TOKEN_A, "/v1/reconciliation").await;
+    let queued: Vec<Value> = queue["items"].as_array().expect("items").clone();
+    assert_eq!(queued.len(), 3, "{queue}");
     let audit = server.cli_json("audit");
-    assert_eq!(common::operation_events(&audit), 30 + 20 + 30);
+    assert_eq!(common::operation_events(&audit), 30 + 20 + 30 + 6);
     assert_eq!(
         audit["events_by_type"]["owner_changed"], 4,
         "one start: each of the 4 partitions taken over once"
@@ -40,6 +53,7 @@ async fn audit_and_rebuild_give_the_same_digest_and_a_broken_projection_is_rebui
     assert_eq!(audit["operations"]["completed"], 10);
     assert_eq!(audit["operations"]["failed"], 10);
     assert_eq!(audit["operations"]["processing"], 10);
+    assert_eq!(audit["operations"]["manual"], 3);
     assert_eq!(audit["decisions"]["conflict"], 30);
     let config = server.config.clone();
     server.stop();
@@ -53,6 +67,15 @@ async fn audit_and_rebuild_give_the_same_digest_and_a_broken_projection_is_rebui
         audit["digest"]
     );
 
+    let server = Server::start_existing(dir.path(), &config);
+    let (_, queue) = server.get(TOKEN_A, "/v1/reconciliation").await;
+    assert_eq!(
+        queue["items"],
+        Value::Array(queued.clone()),
+        "queue after rebuild"
+    );
+    server.stop();
+
     // Damage the projection: the next start moves it aside, rebuilds, and says so.
     let projection = dir.path().join("data").join("projection");
     for entry in std::fs::read_dir(&projection).expect("lists") {
@@ -62,6 +85,12 @@ async fn audit_and_rebuild_give_the_same_digest_and_a_broken_projection_is_rebui
         }
     }
     let server = Server::start_existing(dir.path(), &config);
+    let (_, queue) = server.get(TOKEN_A, "/v1/reconciliation").await;
+    assert_eq!(
+        queue["items"],
+        Value::Array(queued),
+        "queue after a rebuild at start"
+    );
     assert!(
         server.stderr().contains("rebuilding it from the log"),
         "{}",

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use opledger::config::Config;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// opledger — the operation ledger for AI-agent side effects that must happen exactly once.
 ///
@@ -168,14 +169,14 @@ fn audit(args: &ConfigArgs) -> anyhow::Result<()> {
             let dir = config.data_dir.join("log");
             let log = opledger::log::embedded::EmbeddedLog::open_read_only(&dir)
                 .with_context(|| format!("cannot read the log in {}", dir.display()))?;
-            runtime()?.block_on(opledger::consumers::audit::audit(&log, show))?
+            runtime()?.block_on(opledger::consumers::audit::audit(Arc::new(log), show))?
         }
         Backend::Kafka(kafka) => runtime()?.block_on(async {
             // Inside the runtime: the Kafka readers belong to it.
             let options = opledger::node::kafka_options(&config, kafka);
             let log = opledger::log::kafka::KafkaLog::open(options)
                 .with_context(|| format!("cannot read the Kafka topic {}", kafka.topic))?;
-            anyhow::Ok(opledger::consumers::audit::audit(&log, show).await?)
+            anyhow::Ok(opledger::consumers::audit::audit(Arc::new(log), show).await?)
         })?,
     };
     bar.finish();

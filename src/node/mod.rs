@@ -57,6 +57,9 @@ pub enum NodeError {
         /// Why.
         source: LogError,
     },
+    /// Replaying the log in memory (`rebuild`) failed.
+    #[error(transparent)]
+    Replay(#[from] crate::partition::replay::ReplayError),
     /// The projection store failed.
     #[error(transparent)]
     Projection(#[from] ProjectionError),

@@ -3,13 +3,14 @@
 use super::NodeError;
 use super::open::{Store, open_log, store_dir};
 use crate::config::Config;
-use crate::core::digest::StateSummary;
+use crate::core::digest::{StateSummary, Tally};
 use crate::log::any::AnyLog;
 use crate::log::model::EventLog;
 use crate::partition::Progress;
 use crate::partition::follower::Follower;
+use crate::partition::replay::{self, ReplayError};
 use crate::projection::sled::SledStore;
-use crate::projection::{ProjectionStore, SharedStore};
+use crate::projection::{ProjectionError, SharedStore};
 use std::sync::Arc;
 
 /// Brings every partition of `store` up to the log's end; returns the events it holds.
@@ -46,11 +47,14 @@ pub(super) async fn catch_up_all<L: EventLog>(
 }
 
 /// Drops the projection and rebuilds it from the log; returns the summary of the rebuilt state.
-/// The consumers' store is dropped too (moved aside): it refolds itself at the next start, so
-/// both stores again derive from the same log with the same rules.
+/// Partitions are folded in memory as many at a time as there are cores, and each group's
+/// state is then written to sled in large batches, in operation id order, before the next
+/// group starts (memory holds a group's state, not the whole history's). `progress` counts
+/// events folded. The consumers' store is dropped too (moved aside): it refolds itself at the
+/// next start, so both stores again derive from the same log with the same rules.
 pub async fn rebuild(
     config: &Config,
-    progress: impl FnMut(Progress),
+    mut progress: impl FnMut(Progress),
 ) -> Result<StateSummary, NodeError> {
     let log = open_log(config).await?;
     let identity = super::open::identity(&log);
@@ -59,14 +63,60 @@ pub async fn rebuild(
     let consumers = store_dir(config, Store::Consumers);
     SledStore::reset(&consumers, config.projection_cache_bytes, identity)?
         .close_clean(&consumers)?;
-    let store: SharedStore = Arc::new(projection.clone());
-    let events = catch_up_all(&log, &store, progress).await?;
+    let ends: Vec<(u32, u64)> = (0..).zip(replay::ends(log.as_ref()).await?).collect();
+    let total: u64 = ends.iter().map(|(_, end)| end).sum();
+    let at_once = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut done = 0;
+    for group in ends.chunks(at_once) {
+        let before = done;
+        let parts = replay::replay_some(log.clone(), group.to_vec(), |p| {
+            progress(Progress {
+                applied: before + p.applied,
+                total,
+            })
+        })
+        .await?;
+        done += group.iter().map(|(_, end)| end).sum::<u64>();
+        for record in replay::merged(parts.iter().map(|p| p.state.take_records()).collect()) {
+            projection.load_record(&record)?;
+        }
+        for part in &parts {
+            let queue = part.state.queue_entries(part.partition);
+            projection.load_partition(part.partition, part.position, &queue)?;
+        }
+    }
     projection.close_clean(&dir)?;
-    let summary = StateSummary::of(events, projection.records())?;
+    // Read back from sled, not from memory: the summary vouches for what was written.
+    let summary = tally_of(&projection, at_once).await?.summary(total);
     if let Some(AnyLog::Embedded(log)) = Arc::into_inner(log)
         && let Err(e) = log.close()
     {
         tracing::warn!(error = %e, "log did not close cleanly");
     }
     Ok(summary)
+}
+
+/// Counts and digests every record of `store`, reading `slices` slices of the id space at once.
+async fn tally_of(store: &SledStore, slices: usize) -> Result<Tally, NodeError> {
+    let width = 256usize.div_ceil(slices.clamp(1, 256));
+    let mut tasks = Vec::new();
+    for lo in (0..256).step_by(width) {
+        let hi = (lo + width - 1).min(255);
+        let records = store.records_in(lo as u8..=hi as u8);
+        tasks.push(tokio::task::spawn_blocking(move || {
+            let mut tally = Tally::default();
+            for record in records {
+                tally.add(&record?);
+            }
+            Ok::<_, ProjectionError>(tally)
+        }));
+    }
+    let mut tally = Tally::default();
+    for task in tasks {
+        let slice = task
+            .await
+            .map_err(|e| ReplayError::Panicked(e.to_string()))??;
+        tally.merge(&slice);
+    }
+    Ok(tally)
 }

@@ -154,6 +154,58 @@ impl SledStore {
         Self::with(db)
     }
 
+    /// Writes a record rebuilt elsewhere (in memory) straight to sled, bypassing the overlay:
+    /// `opledger rebuild` only, with nothing else using the store meanwhile. Single inserts, not
+    /// `apply_batch`: sled 0.34's batches took twice as long and held three times the memory
+    /// (2,000,000 records: 36 s vs 20 s, 2.0 GB vs 0.7 GB). Records in id order go fastest.
+    pub fn load_record(&self, record: &OperationRecord) -> Result<(), ProjectionError> {
+        self.db
+            .insert(&record_key(&record.id)[..], layout::encode_record(record))?;
+        Ok(())
+    }
+
+    /// The records whose id starts with a byte in `first`, in id order: a slice of
+    /// [`records`](ProjectionStore::records) that can be read beside the others.
+    pub fn records_in(
+        &self,
+        first: std::ops::RangeInclusive<u8>,
+    ) -> impl Iterator<Item = Result<OperationRecord, ProjectionError>> + Send + use<> {
+        let start = [PREFIX_RECORD, *first.start()];
+        let end = match first.end().checked_add(1) {
+            Some(next) => vec![PREFIX_RECORD, next],
+            None => vec![PREFIX_RECORD + 1],
+        };
+        self.db.range(start.to_vec()..end).map(|item| {
+            let (key, value) = item?;
+            decode_record(&value, || format!("key {}", hex::encode(&key[1..])))
+        })
+    }
+
+    /// Writes a rebuilt partition's operator queue ((request time, id) pairs) and then its
+    /// position, once every record of it is loaded.
+    pub fn load_partition(
+        &self,
+        partition: u32,
+        position: Position,
+        queue: &[(u64, OperationId)],
+    ) -> Result<(), ProjectionError> {
+        let mut batch = sled::Batch::default();
+        for &(created_at_ms, id) in queue {
+            let change = super::QueueChange {
+                id,
+                created_at_ms,
+                queued: true,
+            };
+            batch.insert(&layout::queue_key(partition, &change)[..], &[][..]);
+        }
+        batch.insert(
+            &applied_key(partition)[..],
+            &layout::encode_position(&position)[..],
+        );
+        self.db.apply_batch(batch)?;
+        Ok(())
+    }
+
     /// Flushes sled to disk (on shutdown, so the next start has less to re-apply).
     pub fn flush_now(&self) -> Result<(), ProjectionError> {
         self.committer.pending().wait_written()?;

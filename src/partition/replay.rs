@@ -1,0 +1,232 @@
+//! Replaying a whole log into memory, every partition in parallel: what `audit` summarises and
+//! what `rebuild` writes to the projection. The same fold as the arbiters; each partition
+//! folds into a memory of its own, reading the log in bounded slices.
+
+use super::Progress;
+use super::fold::{Deadlines, FoldError, fold_batch};
+use crate::core::digest::Tally;
+use crate::core::operation::OperationRecord;
+use crate::log::model::{EventLog, LogError};
+use crate::projection::memory::MemoryStore;
+use crate::projection::{Position, ProjectionError, ProjectionStore};
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// Records read per log call.
+const READ_BATCH_RECORDS_MAX: usize = 4096;
+
+/// Why a replay could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// Reading the log failed.
+    #[error("partition {partition}: {source}")]
+    Log {
+        /// Partition.
+        partition: u32,
+        /// Why.
+        source: LogError,
+    },
+    /// The fold stopped at an event it cannot apply.
+    #[error(transparent)]
+    Fold(#[from] FoldError),
+    /// The in-memory state failed (it cannot, but the seam says it may).
+    #[error(transparent)]
+    Store(#[from] ProjectionError),
+    /// A partition's replay stopped unexpectedly (a bug: an assertion that stays on).
+    #[error("a partition's replay stopped unexpectedly: {0}")]
+    Panicked(String),
+}
+
+/// Where every partition of `log` ends now.
+pub async fn ends<L: EventLog>(log: &L) -> Result<Vec<u64>, ReplayError> {
+    let mut ends = Vec::new();
+    for partition in 0..log.partition_count() {
+        let end = log
+            .end_offset(partition)
+            .await
+            .map_err(|source| ReplayError::Log { partition, source })?;
+        ends.push(end);
+    }
+    Ok(ends)
+}
+
+/// Every partition replayed up to its end at the start of the replay, all at once.
+pub async fn replay_all<L: EventLog>(
+    log: Arc<L>,
+    progress: impl FnMut(Progress),
+) -> Result<Vec<Part>, ReplayError> {
+    let ends = ends(log.as_ref()).await?;
+    replay_some(log, (0..).zip(ends).collect(), progress).await
+}
+
+/// The given partitions replayed, each up to the end given with it, in parallel; `progress`
+/// counts their events.
+pub async fn replay_some<L: EventLog>(
+    log: Arc<L>,
+    partitions: Vec<(u32, u64)>,
+    mut progress: impl FnMut(Progress),
+) -> Result<Vec<Part>, ReplayError> {
+    let total: u64 = partitions.iter().map(|(_, end)| end).sum();
+    let (applied_tx, mut applied_rx) = mpsc::unbounded_channel();
+    let mut tasks = Vec::new();
+    for (partition, end) in partitions {
+        let (log, applied_tx) = (Arc::clone(&log), applied_tx.clone());
+        tasks.push(tokio::spawn(replay(log, partition, end, applied_tx)));
+    }
+    drop(applied_tx);
+    let mut applied = 0u64;
+    while let Some(n) = applied_rx.recv().await {
+        applied += n;
+        progress(Progress { applied, total });
+    }
+    let mut parts = Vec::new();
+    for task in tasks {
+        parts.push(
+            task.await
+                .map_err(|e| ReplayError::Panicked(e.to_string()))??,
+        );
+    }
+    Ok(parts)
+}
+
+/// One partition replayed.
+pub struct Part {
+    /// The partition.
+    pub partition: u32,
+    /// Its state after the last event.
+    pub state: MemoryStore,
+    /// Where its fold stands.
+    pub position: Position,
+    /// Events by type name.
+    pub events_by_type: HashMap<&'static str, u64>,
+    /// Decisions by code.
+    pub decisions: HashMap<&'static str, u64>,
+    /// Its operations, counted and digested.
+    pub tally: Tally,
+}
+
+/// Folds `partition` up to `end` into a memory of its own, telling `applied` after each slice.
+async fn replay<L: EventLog>(
+    log: Arc<L>,
+    partition: u32,
+    end: u64,
+    applied: mpsc::UnboundedSender<u64>,
+) -> Result<Part, ReplayError> {
+    let mut part = Part {
+        partition,
+        position: Position::default(),
+        state: MemoryStore::new(),
+        events_by_type: HashMap::new(),
+        decisions: HashMap::new(),
+        tally: Tally::default(),
+    };
+    let mut position = part.state.position(partition)?;
+    while position.next_offset < end {
+        let want = READ_BATCH_RECORDS_MAX.min((end - position.next_offset) as usize);
+        let records = log
+            .read(partition, position.next_offset, want)
+            .await
+            .map_err(|source| ReplayError::Log { partition, source })?;
+        if records.is_empty() {
+            // The log said it holds more: an audit over a prefix must not pass for one of
+            // the whole log.
+            return Err(ReplayError::Log {
+                partition,
+                source: LogError::Corrupt {
+                    partition,
+                    segment: std::path::PathBuf::from("log"),
+                    position: position.next_offset,
+                    reason: format!(
+                        "the log reported {end} events but reading stopped at {}",
+                        position.next_offset
+                    ),
+                },
+            });
+        }
+        let folded = fold_batch(
+            partition,
+            position,
+            &part.state,
+            &records,
+            Deadlines::Unindexed,
+        )?;
+        for event in &folded.applied {
+            *part.events_by_type.entry(event.event).or_default() += 1;
+            *part.decisions.entry(event.decision.code()).or_default() += 1;
+        }
+        position = folded.position;
+        part.state
+            .commit(partition, folded.position, folded.changes)
+            .await?;
+        // The receiver only goes when the audit has failed anyway.
+        let _ = applied.send(records.len() as u64);
+    }
+    part.position = position;
+    let tally = &mut part.tally;
+    part.state.each_record(|r| tally.add(r));
+    Ok(part)
+}
+
+/// Merges streams each in operation id order into one in id order.
+pub fn merged<I: Iterator<Item = OperationRecord>>(
+    mut streams: Vec<I>,
+) -> impl Iterator<Item = OperationRecord> {
+    let mut heads = BinaryHeap::new();
+    for (n, stream) in streams.iter_mut().enumerate() {
+        if let Some(record) = stream.next() {
+            heads.push(Head(record, n));
+        }
+    }
+    std::iter::from_fn(move || {
+        let Head(record, n) = heads.pop()?;
+        if let Some(next) = streams[n].next() {
+            heads.push(Head(next, n));
+        }
+        Some(record)
+    })
+}
+
+/// A stream's next record, ordered so that the smallest id comes out of the heap first.
+struct Head(OperationRecord, usize);
+
+impl PartialEq for Head {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.id == other.0.id
+    }
+}
+impl Eq for Head {}
+impl PartialOrd for Head {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Head {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.0.id.cmp(&self.0.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::key::OperationId;
+
+    fn at(n: u8) -> OperationRecord {
+        let mut r = crate::projection::conformance::record(n, 1);
+        r.id = OperationId([n; 16]);
+        r
+    }
+
+    #[test]
+    fn given_streams_each_in_id_order_when_merged_then_one_stream_in_id_order() {
+        let streams = vec![
+            vec![at(1), at(4), at(7)].into_iter(),
+            vec![].into_iter(),
+            vec![at(2), at(5)].into_iter(),
+            vec![at(3), at(6), at(8), at(9)].into_iter(),
+        ];
+        let ids: Vec<u8> = merged(streams).map(|r| r.id.0[0]).collect();
+        assert_eq!(ids, (1..=9).collect::<Vec<u8>>());
+    }
+}
