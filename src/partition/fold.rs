@@ -100,7 +100,17 @@ pub fn find(
     scope: &ScopedHash,
     legacy_ids: bool,
 ) -> Result<Option<OperationRecord>, ProjectionError> {
-    match store.get(&OperationId::for_scope(scope))? {
+    find_by(store, scope, OperationId::for_scope(scope), legacy_ids)
+}
+
+/// [`find`] with the scope's current id already derived (one SHA-256 less per event).
+fn find_by(
+    store: &dyn ProjectionStore,
+    scope: &ScopedHash,
+    id: OperationId,
+    legacy_ids: bool,
+) -> Result<Option<OperationRecord>, ProjectionError> {
+    match store.get(&id)? {
         Some(record) => Ok(Some(record)),
         None if legacy_ids => store.get(&OperationId::legacy(scope)),
         None => Ok(None),
@@ -176,9 +186,9 @@ pub fn fold_batch(
             None if own_event => None,
             None => {
                 // An event of an earlier id layout marks the partition before it is looked up.
-                let legacy = state.legacy_ids
-                    || logged.envelope.operation_id != OperationId::for_scope(&scope);
-                let stored = find(store, &scope, legacy).map_err(projection)?;
+                let id = OperationId::for_scope(&scope);
+                let legacy = state.legacy_ids || logged.envelope.operation_id != id;
+                let stored = find_by(store, &scope, id, legacy).map_err(projection)?;
                 // As indexed: with the partition's state at the start of the batch.
                 before.insert(
                     scope,
