@@ -7,8 +7,8 @@
 //! writer of that projection. The consumers follow the same log with followers of their own,
 //! over stores of their own. Because the position and the records move together, re-applying
 //! an offset a store already has cannot happen, and a crash between the log's fsync and the
-//! store's write just means the events are applied again on restart — with the same decisions,
-//! since decisions depend only on the log.
+//! store's write just means the events are applied again at the next start (sled's store is then
+//! rebuilt from the log) — with the same decisions, since decisions depend only on the log.
 
 use super::Progress;
 use super::fold::{Applied, Deadlines, FoldError, fold_batch};

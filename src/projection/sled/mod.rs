@@ -1,8 +1,10 @@
 //! The sled projection store: operation records on disk, derived from the log and rebuildable
 //! from it.
 //!
-//! One sled tree holds everything, under one-byte key prefixes, so that a batch of records and the
-//! partition's position are written in one atomic `apply_batch`. Records are keyed by operation
+//! One sled tree holds everything, under one-byte key prefixes. Commits are visible at once from
+//! an in-memory overlay and written to sled behind the answers (`pending.rs`, `committer.rs`);
+//! a projection is only resumed after a clean close, so sled never needs to hold a batch and its
+//! position atomically across a crash. Records are keyed by operation
 //! id: claims (which know the scope, hence the id) and reads by id find a record with one
 //! lookup, and a new operation costs one insert — sled's insert is the most expensive step of a
 //! claim, so there is no second index.
