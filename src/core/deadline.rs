@@ -77,40 +77,11 @@ pub fn next(record: &OperationRecord) -> Option<Deadline> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
     use crate::core::event::BusinessResult;
-    use crate::core::fingerprint::{FINGERPRINT_VERSION, Fingerprint};
-    use crate::core::key::{OperationId, ScopedHash};
-    use crate::core::operation::{Recovery, RecoveryLease, ReleaseCause, UnknownCause};
+    use crate::core::operation::{RecoveryLease, ReleaseCause, UnknownCause};
 
     fn record(state: OpState, queryable: bool) -> OperationRecord {
-        OperationRecord {
-            id: OperationId([1; 16]),
-            scope: ScopedHash([1; 32]),
-            principal: "a".into(),
-            tool: "t".into(),
-            fingerprint: Fingerprint {
-                version: FINGERPRINT_VERSION,
-                parts: vec![],
-            },
-            parent: None,
-            compensation_of: None,
-            terms: ContractTerms {
-                class: ToolClass::Keyed,
-                loss: LossLevel::High,
-                lease_ms: 30,
-                retention_ms: 1_000,
-                queryable,
-                accept_unknown_risk: false,
-            },
-            state,
-            version: 1,
-            holder: "w".into(),
-            executions: 1,
-            created_at_ms: 10,
-            updated_at_ms: 20,
-            recovery: Recovery::default(),
-        }
+        crate::core::operation::fixture(1, state, queryable)
     }
 
     fn at(due_ms: u64, kind: DeadlineKind) -> Option<Deadline> {

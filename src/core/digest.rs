@@ -215,40 +215,15 @@ impl StateSummary {
 mod tests {
     use super::*;
 
-    use crate::core::contract::{LossLevel, ToolClass};
-    use crate::core::fingerprint::FINGERPRINT_VERSION;
-    use crate::core::operation::Recovery;
-
     fn records() -> Vec<OperationRecord> {
         (1..=5u8)
-            .map(|n| OperationRecord {
-                id: OperationId([n; 16]),
-                scope: ScopedHash([n; 32]),
-                principal: "a".into(),
-                tool: "t".into(),
-                fingerprint: Fingerprint {
-                    version: FINGERPRINT_VERSION,
-                    parts: vec![],
-                },
-                parent: None,
-                compensation_of: None,
-                terms: ContractTerms {
-                    class: ToolClass::Keyed,
-                    loss: LossLevel::High,
-                    lease_ms: 30,
-                    retention_ms: 1_000,
-                    queryable: false,
-                    accept_unknown_risk: false,
-                },
-                state: OpState::Processing {
+            .map(|n| {
+                let processing = OpState::Processing {
                     lease_expires_at_ms: 40,
-                },
-                version: u64::from(n),
-                holder: "w".into(),
-                executions: 1,
-                created_at_ms: 10,
-                updated_at_ms: 20,
-                recovery: Recovery::default(),
+                };
+                let mut r = crate::core::operation::fixture(n, processing, false);
+                r.version = u64::from(n);
+                r
             })
             .collect()
     }

@@ -187,3 +187,37 @@ pub struct Recovery {
     /// Who investigates now.
     pub lease: Option<RecoveryLease>,
 }
+
+/// A record for tests: operation `n` (id and scope filled with `n`) in `state`.
+#[cfg(test)]
+pub(crate) fn fixture(n: u8, state: OpState, queryable: bool) -> OperationRecord {
+    use crate::core::contract::{LossLevel, ToolClass};
+    use crate::core::fingerprint::FINGERPRINT_VERSION;
+    OperationRecord {
+        id: OperationId([n; 16]),
+        scope: ScopedHash([n; 32]),
+        principal: "a".into(),
+        tool: "t".into(),
+        fingerprint: Fingerprint {
+            version: FINGERPRINT_VERSION,
+            parts: vec![],
+        },
+        parent: None,
+        compensation_of: None,
+        terms: ContractTerms {
+            class: ToolClass::Keyed,
+            loss: LossLevel::High,
+            lease_ms: 30,
+            retention_ms: 1_000,
+            queryable,
+            accept_unknown_risk: false,
+        },
+        state,
+        version: 1,
+        holder: "w".into(),
+        executions: 1,
+        created_at_ms: 10,
+        updated_at_ms: 20,
+        recovery: Recovery::default(),
+    }
+}
