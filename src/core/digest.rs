@@ -42,7 +42,8 @@ enum StateView<'a> {
     OutcomeUnknown(UnknownCause),
     Manual(UnknownCause),
     Released(&'a ReleaseCause),
-    // Added after v1's variants, so every earlier state encodes (and digests) as before.
+    // Added after the first variants: a variant's place is part of what is hashed, so new
+    // ones go last.
     TakenOver(UnknownCause, &'a str),
     Expired(&'a str),
 }
@@ -301,6 +302,27 @@ mod tests {
             x
         });
         assert_eq!(b.sum, [1, 1, 0, 0], "a carry moves into the next limb");
+    }
+
+    #[test]
+    fn given_records_tallied_in_parts_when_merged_then_counts_and_digest_equal_one_pass() {
+        let mut rs = records();
+        rs[4].state = OpState::Failed {
+            code: "declined".into(),
+        };
+        let mut one = Tally::default();
+        rs.iter().for_each(|r| one.add(r));
+        let (mut a, mut b) = (Tally::default(), Tally::default());
+        rs[..3].iter().for_each(|r| a.add(r));
+        rs[3..].iter().for_each(|r| b.add(r));
+        a.merge(&b);
+        let summary = a.summary(9);
+        assert_eq!(summary, one.summary(9));
+        assert_eq!(summary.events, 9);
+        assert_eq!(summary.operations["processing"], 4);
+        assert_eq!(summary.operations["failed"], 1);
+        assert_eq!(summary.operations["completed"], 0);
+        assert_eq!(summary.digest, digest_of(&rs));
     }
 
     #[test]

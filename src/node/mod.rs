@@ -57,9 +57,10 @@ pub enum NodeError {
         /// Why.
         source: LogError,
     },
-    /// Replaying the log in memory (`rebuild`) failed.
-    #[error(transparent)]
-    Replay(#[from] crate::partition::replay::ReplayError),
+    /// A task catching up or reading back the projection panicked (a bug: an assertion that
+    /// stays on).
+    #[error("a task of the node stopped unexpectedly: {0}")]
+    Panicked(String),
     /// The projection store failed.
     #[error(transparent)]
     Projection(#[from] ProjectionError),

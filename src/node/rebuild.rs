@@ -8,12 +8,13 @@ use crate::log::any::AnyLog;
 use crate::log::model::EventLog;
 use crate::partition::Progress;
 use crate::partition::follower::Follower;
-use crate::partition::replay::{self, ReplayError};
 use crate::projection::sled::SledStore;
 use crate::projection::{ProjectionError, SharedStore};
 use std::sync::Arc;
 
-/// Brings every partition of `store` up to the log's end; returns the events it holds.
+/// Brings every partition of `store` up to the log's end, the partitions side by side (each
+/// folds on its own task; the store's bounded write-behind keeps memory flat); returns the
+/// events it holds.
 pub(super) async fn catch_up_all<L: EventLog>(
     log: &Arc<L>,
     store: &SharedStore,
@@ -26,35 +27,49 @@ pub(super) async fn catch_up_all<L: EventLog>(
         total += follower.end().await? - follower.next_offset();
         followers.push(follower);
     }
-    let mut done = 0;
-    for follower in &mut followers {
-        let before = done;
-        follower
-            .catch_up(|p| {
-                done = before + p.applied;
-                progress(Progress {
-                    applied: done,
-                    total,
+    let (applied_tx, mut applied_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut tasks = Vec::new();
+    for mut follower in followers {
+        let applied_tx = applied_tx.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut before = 0;
+            follower
+                .catch_up(|p| {
+                    // The receiver only goes when the catch-up has failed anyway.
+                    let _ = applied_tx.send(p.applied - before);
+                    before = p.applied;
                 })
-            })
-            .await?;
+                .await
+        }));
+    }
+    drop(applied_tx);
+    let mut done = 0;
+    while let Some(n) = applied_rx.recv().await {
+        done += n;
+        progress(Progress {
+            applied: done,
+            total,
+        });
     }
     progress(Progress {
         applied: done,
         total,
     });
-    Ok(followers.iter().map(Follower::next_offset).sum())
+    let mut events = 0;
+    for task in tasks {
+        events += task
+            .await
+            .map_err(|e| NodeError::Panicked(e.to_string()))??;
+    }
+    Ok(events)
 }
 
-/// Drops the projection and rebuilds it from the log; returns the summary of the rebuilt state.
-/// Partitions are folded in memory as many at a time as there are cores, and each group's
-/// state is then written to sled in large batches, in operation id order, before the next
-/// group starts (memory holds a group's state, not the whole history's). `progress` counts
-/// events folded. The consumers' store is dropped too (moved aside): it refolds itself at the
-/// next start, so both stores again derive from the same log with the same rules.
+/// Drops the projection and rebuilds it from the log; returns the summary of the rebuilt state,
+/// read back from the projection. The consumers' store is dropped too (moved aside): it refolds
+/// itself at the next start, so both stores again derive from the same log with the same rules.
 pub async fn rebuild(
     config: &Config,
-    mut progress: impl FnMut(Progress),
+    progress: impl FnMut(Progress),
 ) -> Result<StateSummary, NodeError> {
     let log = open_log(config).await?;
     let identity = super::open::identity(&log);
@@ -63,31 +78,13 @@ pub async fn rebuild(
     let consumers = store_dir(config, Store::Consumers);
     SledStore::reset(&consumers, config.projection_cache_bytes, identity)?
         .close_clean(&consumers)?;
-    let ends: Vec<(u32, u64)> = (0..).zip(replay::ends(log.as_ref()).await?).collect();
-    let total: u64 = ends.iter().map(|(_, end)| end).sum();
+    let store: SharedStore = Arc::new(projection.clone());
+    let events = catch_up_all(&log, &store, progress).await?;
+    projection.flush_now()?;
     let at_once = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut done = 0;
-    for group in ends.chunks(at_once) {
-        let before = done;
-        let parts = replay::replay_some(log.clone(), group.to_vec(), |p| {
-            progress(Progress {
-                applied: before + p.applied,
-                total,
-            })
-        })
-        .await?;
-        done += group.iter().map(|(_, end)| end).sum::<u64>();
-        for record in replay::merged(parts.iter().map(|p| p.state.take_records()).collect()) {
-            projection.load_record(&record)?;
-        }
-        for part in &parts {
-            let queue = part.state.queue_entries(part.partition);
-            projection.load_partition(part.partition, part.position, &queue)?;
-        }
-    }
+    // Read back from sled before it is marked clean: the summary vouches for what was written.
+    let summary = tally_of(&projection, at_once).await?.summary(events);
     projection.close_clean(&dir)?;
-    // Read back from sled, not from memory: the summary vouches for what was written.
-    let summary = tally_of(&projection, at_once).await?.summary(total);
     if let Some(AnyLog::Embedded(log)) = Arc::into_inner(log)
         && let Err(e) = log.close()
     {
@@ -115,7 +112,7 @@ async fn tally_of(store: &SledStore, slices: usize) -> Result<Tally, NodeError> 
     for task in tasks {
         let slice = task
             .await
-            .map_err(|e| ReplayError::Panicked(e.to_string()))??;
+            .map_err(|e| NodeError::Panicked(e.to_string()))??;
         tally.merge(&slice);
     }
     Ok(tally)

@@ -14,7 +14,7 @@
 //!   arbiter is the follower of its projection whose observer answers the callers.
 //! * [`local`]: the service of a partition this node owns: submit appends and waits for the
 //!   arbiter's decision; reads and the operator queue come from its projection.
-//! * [`replay`]: a whole log folded into memory, partitions in parallel (`audit`, `rebuild`).
+//! * [`replay`]: a whole log folded into memory, partitions in parallel (`audit`).
 //! * [`replies`]: callers waiting for the decision on the event they appended.
 //! * [`ownership`]: which partitions this node serves.
 //! * [`runner`]: running a partition's arbiter (catch up, record the ownership, serve).

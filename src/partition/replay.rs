@@ -1,15 +1,14 @@
-//! Replaying a whole log into memory, every partition in parallel: what `audit` summarises and
-//! what `rebuild` writes to the projection. The same fold as the arbiters; each partition
-//! folds into a memory of its own, reading the log in bounded slices.
+//! Replaying a whole log into memory, every partition in parallel: what `audit` summarises.
+//! The same fold as the arbiters; each partition folds into a memory of its own, reading the
+//! log in bounded slices.
 
 use super::Progress;
 use super::fold::{Deadlines, FoldError, fold_batch};
 use crate::core::digest::Tally;
-use crate::core::operation::OperationRecord;
 use crate::log::model::{EventLog, LogError};
 use crate::projection::memory::MemoryStore;
 use crate::projection::{Position, ProjectionError, ProjectionStore};
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -39,7 +38,7 @@ pub enum ReplayError {
 }
 
 /// Where every partition of `log` ends now.
-pub async fn ends<L: EventLog>(log: &L) -> Result<Vec<u64>, ReplayError> {
+async fn ends<L: EventLog>(log: &L) -> Result<Vec<u64>, ReplayError> {
     let mut ends = Vec::new();
     for partition in 0..log.partition_count() {
         let end = log
@@ -54,23 +53,13 @@ pub async fn ends<L: EventLog>(log: &L) -> Result<Vec<u64>, ReplayError> {
 /// Every partition replayed up to its end at the start of the replay, all at once.
 pub async fn replay_all<L: EventLog>(
     log: Arc<L>,
-    progress: impl FnMut(Progress),
-) -> Result<Vec<Part>, ReplayError> {
-    let ends = ends(log.as_ref()).await?;
-    replay_some(log, (0..).zip(ends).collect(), progress).await
-}
-
-/// The given partitions replayed, each up to the end given with it, in parallel; `progress`
-/// counts their events.
-pub async fn replay_some<L: EventLog>(
-    log: Arc<L>,
-    partitions: Vec<(u32, u64)>,
     mut progress: impl FnMut(Progress),
 ) -> Result<Vec<Part>, ReplayError> {
-    let total: u64 = partitions.iter().map(|(_, end)| end).sum();
+    let ends = ends(log.as_ref()).await?;
+    let total: u64 = ends.iter().sum();
     let (applied_tx, mut applied_rx) = mpsc::unbounded_channel();
     let mut tasks = Vec::new();
-    for (partition, end) in partitions {
+    for (partition, end) in (0..).zip(ends) {
         let (log, applied_tx) = (Arc::clone(&log), applied_tx.clone());
         tasks.push(tokio::spawn(replay(log, partition, end, applied_tx)));
     }
@@ -166,67 +155,4 @@ async fn replay<L: EventLog>(
     let tally = &mut part.tally;
     part.state.each_record(|r| tally.add(r));
     Ok(part)
-}
-
-/// Merges streams each in operation id order into one in id order.
-pub fn merged<I: Iterator<Item = OperationRecord>>(
-    mut streams: Vec<I>,
-) -> impl Iterator<Item = OperationRecord> {
-    let mut heads = BinaryHeap::new();
-    for (n, stream) in streams.iter_mut().enumerate() {
-        if let Some(record) = stream.next() {
-            heads.push(Head(record, n));
-        }
-    }
-    std::iter::from_fn(move || {
-        let Head(record, n) = heads.pop()?;
-        if let Some(next) = streams[n].next() {
-            heads.push(Head(next, n));
-        }
-        Some(record)
-    })
-}
-
-/// A stream's next record, ordered so that the smallest id comes out of the heap first.
-struct Head(OperationRecord, usize);
-
-impl PartialEq for Head {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.id == other.0.id
-    }
-}
-impl Eq for Head {}
-impl PartialOrd for Head {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Head {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other.0.id.cmp(&self.0.id)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::core::key::OperationId;
-
-    fn at(n: u8) -> OperationRecord {
-        let mut r = crate::projection::conformance::record(n, 1);
-        r.id = OperationId([n; 16]);
-        r
-    }
-
-    #[test]
-    fn given_streams_each_in_id_order_when_merged_then_one_stream_in_id_order() {
-        let streams = vec![
-            vec![at(1), at(4), at(7)].into_iter(),
-            vec![].into_iter(),
-            vec![at(2), at(5)].into_iter(),
-            vec![at(3), at(6), at(8), at(9)].into_iter(),
-        ];
-        let ids: Vec<u8> = merged(streams).map(|r| r.id.0[0]).collect();
-        assert_eq!(ids, (1..=9).collect::<Vec<u8>>());
-    }
 }

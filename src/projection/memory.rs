@@ -37,35 +37,9 @@ impl MemoryStore {
         self.clone()
     }
 
-    /// Takes every record out, in operation id order (an audit's digest, without a copy).
-    pub fn take_records(&self) -> impl Iterator<Item = OperationRecord> + use<> {
-        std::mem::take(&mut self.maps().records).into_values()
-    }
-
     /// Calls `f` with every record, in no particular order, without copying them.
     pub fn each_record(&self, f: impl FnMut(&OperationRecord)) {
         self.maps().records.values().for_each(f);
-    }
-
-    /// How many records it holds.
-    pub fn len(&self) -> usize {
-        self.maps().records.len()
-    }
-
-    /// Whether it holds no record.
-    pub fn is_empty(&self) -> bool {
-        self.maps().records.is_empty()
-    }
-
-    /// The operator-queue entries of `partition`: (request time, id), oldest first.
-    pub fn queue_entries(&self, partition: u32) -> Vec<(u64, OperationId)> {
-        let from = (partition, 0, OperationId([0; 16]));
-        let to = (partition, u64::MAX, OperationId([0xff; 16]));
-        let maps = self.maps();
-        maps.queue
-            .range(from..=to)
-            .map(|&(_, t, id)| (t, id))
-            .collect()
     }
 
     fn maps(&self) -> std::sync::MutexGuard<'_, Maps> {

@@ -175,3 +175,82 @@ fn write(db: &sled::Db, w: &Writes<'_>) -> Result<(), sled::Error> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::deadline::DeadlineKind;
+    use crate::projection::DeadlineChange;
+
+    fn lease(due_ms: u64) -> Option<Deadline> {
+        Some(Deadline {
+            due_ms,
+            kind: DeadlineKind::Lease,
+        })
+    }
+
+    fn commit(
+        seq: u64,
+        version: u64,
+        deadline: (Option<u64>, Option<u64>),
+        queued: bool,
+    ) -> Commit {
+        let record = crate::projection::conformance::record(1, version);
+        Commit {
+            seq,
+            partition: 3,
+            position: Position {
+                next_offset: seq + 1,
+                ..Position::default()
+            },
+            queue: vec![QueueChange {
+                id: record.id,
+                created_at_ms: 7,
+                queued,
+            }],
+            deadlines: vec![DeadlineChange {
+                id: record.id,
+                from: deadline.0.and_then(lease),
+                to: deadline.1.and_then(lease),
+            }],
+            records: vec![Arc::new(record)],
+            room: 3,
+        }
+    }
+
+    #[test]
+    fn given_one_operation_changed_by_a_group_when_coalesced_then_each_key_is_written_once_as_last_left()
+     {
+        let group = [
+            commit(0, 1, (None, Some(100)), true),
+            commit(1, 2, (Some(100), Some(200)), false),
+            commit(2, 3, (Some(200), Some(300)), true),
+        ];
+        let w = Writes::of(&group);
+        let id = group[0].records[0].id;
+        assert_eq!(w.records.len(), 1);
+        assert_eq!(w.records[&id].version, 3, "the last version");
+        assert_eq!(w.queue.len(), 1);
+        assert!(w.queue[&(3, 7, id)], "queued as the last commit left it");
+        assert_eq!(
+            w.deadlines[&id],
+            (3, None, lease(300)),
+            "from what sled holds to the last"
+        );
+        assert_eq!(w.positions.len(), 1);
+        assert_eq!(w.positions[&3].next_offset, 3, "the last position");
+    }
+
+    #[test]
+    fn given_a_deadline_that_comes_and_goes_within_a_group_when_coalesced_then_sled_is_not_touched()
+    {
+        let group = [
+            commit(0, 1, (None, Some(100)), false),
+            commit(1, 2, (Some(100), None), false),
+        ];
+        let w = Writes::of(&group);
+        let id = group[0].records[0].id;
+        let (_, from, to) = w.deadlines[&id];
+        assert_eq!((from, to), (None, None), "written as nothing to do");
+    }
+}

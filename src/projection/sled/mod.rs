@@ -38,7 +38,7 @@ use layout::{
     PREFIX_RECORD, applied_key, deadline_key, decode_deadline_key, decode_position,
     decode_queue_key, decode_record, queue_prefix, record_key,
 };
-pub use pending::PENDING_RECORDS_MAX;
+pub use pending::PENDING_ENTRIES_MAX;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -156,19 +156,10 @@ impl SledStore {
         Self::with(db)
     }
 
-    /// Writes a record rebuilt elsewhere (in memory) straight to sled, bypassing the overlay:
-    /// `opledger rebuild` only, with nothing else using the store meanwhile. Single inserts, not
-    /// `apply_batch`: sled 0.34's batches took twice as long and held three times the memory
-    /// (2,000,000 records: 36 s vs 20 s, 2.0 GB vs 0.7 GB). Records in id order go fastest.
-    pub fn load_record(&self, record: &OperationRecord) -> Result<(), ProjectionError> {
-        self.db
-            .insert(&record_key(&record.id)[..], layout::encode_record(record))?;
-        Ok(())
-    }
-
-    /// The records whose id starts with a byte in `first`, in id order: a slice of
-    /// [`records`](ProjectionStore::records) that can be read beside the others.
-    pub fn records_in(
+    /// The records in sled whose id starts with a byte in `first`, in id order: a slice of
+    /// [`records`](ProjectionStore::records) that can be read beside the others. Sees only what
+    /// the committer has written: call [`flush_now`](Self::flush_now) first.
+    pub(crate) fn records_in(
         &self,
         first: std::ops::RangeInclusive<u8>,
     ) -> impl Iterator<Item = Result<OperationRecord, ProjectionError>> + Send + use<> {
@@ -181,31 +172,6 @@ impl SledStore {
             let (key, value) = item?;
             decode_record(&value, || format!("key {}", hex::encode(&key[1..])))
         })
-    }
-
-    /// Writes a rebuilt partition's operator queue ((request time, id) pairs) and then its
-    /// position, once every record of it is loaded.
-    pub fn load_partition(
-        &self,
-        partition: u32,
-        position: Position,
-        queue: &[(u64, OperationId)],
-    ) -> Result<(), ProjectionError> {
-        let mut batch = sled::Batch::default();
-        for &(created_at_ms, id) in queue {
-            let change = super::QueueChange {
-                id,
-                created_at_ms,
-                queued: true,
-            };
-            batch.insert(&layout::queue_key(partition, &change)[..], &[][..]);
-        }
-        batch.insert(
-            &applied_key(partition)[..],
-            &layout::encode_position(&position)[..],
-        );
-        self.db.apply_batch(batch)?;
-        Ok(())
     }
 
     /// Flushes sled to disk (on shutdown, so the next start has less to re-apply).
@@ -241,7 +207,7 @@ impl ProjectionStore for SledStore {
     }
 
     /// Visible at once from memory; written to sled behind the answers (see `committer.rs`).
-    /// Waits only when [`PENDING_RECORDS_MAX`] records are waiting for sled. Not flushed: the
+    /// Waits only when [`PENDING_ENTRIES_MAX`] entries are waiting for sled. Not flushed: the
     /// log is durable, and a projection that was not closed cleanly is rebuilt from the log.
     fn commit(
         &self,
@@ -299,32 +265,29 @@ impl ProjectionStore for SledStore {
         until_ms: u64,
         limit: usize,
     ) -> Result<Vec<Due>, ProjectionError> {
-        let shadow = self
-            .committer
-            .pending()
-            .due(partition, kind, until_ms, limit);
         let start = deadline_key(partition, kind, 0, &OperationId([0; 16]));
         let end = deadline_key(partition, kind, until_ms, &OperationId([0xff; 16]));
-        let mut due = shadow.entries;
-        let mut from_sled = 0;
-        for item in self.db.range(start..=end) {
-            if from_sled >= limit {
-                break;
+        let scan_sled = |decided: &dyn Fn(&OperationId) -> bool| {
+            let mut due = Vec::new();
+            for item in self.db.range(start..=end) {
+                if due.len() >= limit {
+                    break;
+                }
+                let (key, _) = item?;
+                let (due_ms, id) =
+                    decode_deadline_key(&key).ok_or_else(|| ProjectionError::Corrupt {
+                        what: format!("deadline index of partition {partition}"),
+                        reason: "key is not 30 bytes".into(),
+                    })?;
+                if !decided(&id) {
+                    due.push(Due { due_ms, id });
+                }
             }
-            let (key, _) = item?;
-            let (due_ms, id) =
-                decode_deadline_key(&key).ok_or_else(|| ProjectionError::Corrupt {
-                    what: format!("deadline index of partition {partition}"),
-                    reason: "key is not 30 bytes".into(),
-                })?;
-            if !shadow.ids.contains(&id) {
-                due.push(Due { due_ms, id });
-                from_sled += 1;
-            }
-        }
-        due.sort_unstable();
-        due.truncate(limit);
-        Ok(due)
+            Ok(due)
+        };
+        self.committer
+            .pending()
+            .due(partition, kind, until_ms, limit, scan_sled)
     }
 
     /// Every record once all commits so far are in sled.

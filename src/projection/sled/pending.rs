@@ -6,8 +6,8 @@
 //! Each entry remembers the sequence number of the last commit that touched it: once that
 //! commit is in sled, the entry goes (an entry touched again since stays).
 //!
-//! Memory is bounded by [`PENDING_RECORDS_MAX`]: a commit waits for room (back-pressure) when
-//! that many records are waiting for sled.
+//! Memory is bounded by [`PENDING_ENTRIES_MAX`]: a commit waits for room (back-pressure) when
+//! that many records and index changes are waiting for sled.
 
 use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::key::OperationId;
@@ -17,8 +17,9 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tokio::sync::Semaphore;
 
-/// Most records waiting for sled before commits wait for room.
-pub const PENDING_RECORDS_MAX: usize = 65_536;
+/// Most entries (records, queue and deadline changes) waiting for sled before commits wait for
+/// room.
+pub const PENDING_ENTRIES_MAX: usize = 65_536;
 
 /// One commit on its way to sled: what the committer writes.
 pub(super) struct Commit {
@@ -38,7 +39,7 @@ pub(super) struct Pending {
     state: Mutex<Overlay>,
     /// Signalled whenever commits reach sled or the committer fails.
     written: Condvar,
-    /// Room for records waiting for sled (permits = records).
+    /// Room for entries waiting for sled (a permit an entry).
     room: Semaphore,
     /// Held by the committer while it writes a group; tests hold it to keep commits pending.
     gate: Mutex<()>,
@@ -75,7 +76,7 @@ impl Pending {
         Self {
             state: Mutex::new(Overlay::default()),
             written: Condvar::new(),
-            room: Semaphore::new(PENDING_RECORDS_MAX),
+            room: Semaphore::new(PENDING_ENTRIES_MAX),
             gate: Mutex::new(()),
         }
     }
@@ -97,7 +98,8 @@ impl Pending {
         changes: Changes,
         send: impl FnOnce(Commit) -> Result<(), ProjectionError>,
     ) -> Result<(), ProjectionError> {
-        let room = changes.records.len().clamp(1, PENDING_RECORDS_MAX) as u32;
+        let entries = changes.records.len() + changes.queue.len() + changes.deadlines.len();
+        let room = entries.clamp(1, PENDING_ENTRIES_MAX) as u32;
         match self.room.acquire_many(room).await {
             Ok(permit) => permit.forget(),
             Err(_) => return Err(Self::failed(self.lock().failed.as_deref().unwrap_or(""))),
@@ -107,11 +109,23 @@ impl Pending {
             return Err(Self::failed(reason));
         }
         let seq = overlay.next_seq;
-        overlay.next_seq += 1;
         let records: Vec<Arc<OperationRecord>> =
             changes.records.into_iter().map(Arc::new).collect();
-        for record in &records {
-            overlay.records.insert(record.id, (seq, Arc::clone(record)));
+        // Sent first, under the lock: the committer receives commits in sequence order, cannot
+        // report this one written before it is in the overlay, and a commit it cannot take
+        // (it stopped) never becomes visible.
+        send(Commit {
+            seq,
+            partition,
+            position,
+            records: records.clone(),
+            queue: changes.queue.clone(),
+            deadlines: changes.deadlines.clone(),
+            room,
+        })?;
+        overlay.next_seq += 1;
+        for record in records {
+            overlay.records.insert(record.id, (seq, record));
         }
         for change in &changes.queue {
             let entry = (seq, partition, change.created_at_ms, change.queued);
@@ -121,16 +135,7 @@ impl Pending {
             overlay.set_deadline(seq, partition, change.id, change.to);
         }
         overlay.positions.insert(partition, (seq, position));
-        // Sent under the lock, so the committer receives commits in sequence order.
-        send(Commit {
-            seq,
-            partition,
-            position,
-            records,
-            queue: changes.queue,
-            deadlines: changes.deadlines,
-            room,
-        })
+        Ok(())
     }
 
     /// Taken by the committer around each group it writes (uncontended outside tests).
@@ -242,31 +247,34 @@ impl Pending {
         shadow
     }
 
-    /// The partition's deadlines of `kind` the overlay decides, due by `until_ms`, earliest
-    /// first, at most `limit`.
-    pub(super) fn due(
+    /// The partition's deadlines of `kind` due by `until_ms`, earliest first (then by id), at
+    /// most `limit`: the overlay's own, merged with what `scan_sled` finds — given a test for
+    /// the ids the overlay decides, whose sled entries it must skip. The scan runs under the
+    /// overlay's lock, so no commit arrives or leaves between the two reads and each id shows
+    /// at most once. (Only the consumers' store keeps deadlines: this never delays an answer.)
+    pub(super) fn due<E>(
         &self,
         partition: u32,
         kind: DeadlineKind,
         until_ms: u64,
         limit: usize,
-    ) -> Shadow<Due> {
+        scan_sled: impl FnOnce(&dyn Fn(&OperationId) -> bool) -> Result<Vec<Due>, E>,
+    ) -> Result<Vec<Due>, E> {
         let overlay = self.lock();
-        let ids = overlay
-            .deadlines
-            .iter()
-            .filter(|(_, e)| e.1 == partition)
-            .map(|(id, _)| *id)
-            .collect();
+        let mut due = scan_sled(&|id| overlay.deadlines.contains_key(id))?;
         let from = (partition, kind, 0, OperationId([0; 16]));
         let to = (partition, kind, until_ms, OperationId([0xff; 16]));
-        let entries = overlay
-            .due
-            .range(from..=to)
-            .take(limit)
-            .map(|&(_, _, due_ms, id)| Due { due_ms, id })
-            .collect();
-        Shadow { ids, entries }
+        due.extend(
+            overlay
+                .due
+                .range(from..=to)
+                .take(limit)
+                .map(|&(_, _, due_ms, id)| Due { due_ms, id }),
+        );
+        drop(overlay);
+        due.sort_unstable();
+        due.truncate(limit);
+        Ok(due)
     }
 }
 

@@ -226,7 +226,7 @@ async fn given_sled_falls_behind_when_the_pending_records_fill_up_then_commits_w
     let (p, _) = SledStore::open(&dir.path().join("p"), 1 << 20, LOG).expect("opens");
     let held = p.committer.hold();
     let batch = 2048;
-    for n in 0..PENDING_RECORDS_MAX / batch {
+    for n in 0..PENDING_ENTRIES_MAX / batch {
         let records = (0..batch)
             .map(|i| {
                 let mut r = record(1);
