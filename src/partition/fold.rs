@@ -138,6 +138,16 @@ pub enum Deadlines {
     Unindexed,
 }
 
+/// Whether each [`Applied`] carries the record after its event, for a caller who waits (the
+/// arbiter's fold answers callers; the consumers' folds and `audit` do not, and skip the copy).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answers {
+    /// Keep the record for whoever waits.
+    Kept,
+    /// Nobody waits.
+    Dropped,
+}
+
 /// Folds a contiguous batch of `partition`'s records starting at `from` over `store`.
 pub fn fold_batch(
     partition: u32,
@@ -145,6 +155,7 @@ pub fn fold_batch(
     store: &dyn ProjectionStore,
     records: &[LogRecord],
     deadlines: Deadlines,
+    answers: Answers,
 ) -> Result<Folded, FoldError> {
     let projection = |source| FoldError::Projection { partition, source };
     let mut state: PartitionState = from.state;
@@ -237,7 +248,11 @@ pub fn fold_batch(
             event: logged.envelope.body.type_name(),
             reply_to,
             decision: outcome.decision,
-            record: if reply_to.is_some() { after } else { None },
+            record: if reply_to.is_some() && answers == Answers::Kept {
+                after
+            } else {
+                None
+            },
             observed,
         });
     }
@@ -369,8 +384,15 @@ mod tests {
                     }
                 })
                 .collect();
-            let folded = fold_batch(0, self.position, &self.store, &records, Deadlines::Indexed)
-                .expect("folds");
+            let folded = fold_batch(
+                0,
+                self.position,
+                &self.store,
+                &records,
+                Deadlines::Indexed,
+                Answers::Kept,
+            )
+            .expect("folds");
             self.store
                 .commit(0, folded.position, folded.changes)
                 .await
@@ -520,11 +542,48 @@ mod tests {
             &store,
             &[record],
             Deadlines::Unindexed,
+            Answers::Kept,
         );
         assert!(matches!(
             folded,
             Err(FoldError::KeyMismatch { offset: 0, .. })
         ));
         let _ = PARTITIONS;
+    }
+
+    #[test]
+    fn given_a_claim_someone_waits_for_when_folded_then_the_record_is_kept_only_for_answers() {
+        let scope = scope(4);
+        let envelope = Envelope {
+            scope,
+            operation_id: OperationId::for_scope(&scope),
+            reply_to: Some(crate::core::event::ReplyTo {
+                node: 1,
+                request: 2,
+            }),
+            body: claim("w"),
+        };
+        let record = LogRecord {
+            partition: 0,
+            offset: 0,
+            timestamp_ms: 1,
+            key: scope.0,
+            payload: Arc::from(event::encode(&envelope).expect("encodes")),
+        };
+        let fold = |answers| {
+            let store = MemoryStore::new();
+            let batch = std::slice::from_ref(&record);
+            let position = Position::default();
+            fold_batch(0, position, &store, batch, Deadlines::Unindexed, answers).expect("folds")
+        };
+        let kept = fold(Answers::Kept);
+        let dropped = fold(Answers::Dropped);
+        assert_eq!(
+            kept.applied[0].record.as_ref().map(|r| r.holder.as_str()),
+            Some("w")
+        );
+        assert_eq!(dropped.applied[0].record, None);
+        assert_eq!(kept.applied[0].decision, dropped.applied[0].decision);
+        assert_eq!(kept.changes.records, dropped.changes.records);
     }
 }

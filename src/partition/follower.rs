@@ -11,7 +11,7 @@
 //! rebuilt from the log) — with the same decisions, since decisions depend only on the log.
 
 use super::Progress;
-use super::fold::{Applied, Deadlines, FoldError, fold_batch};
+use super::fold::{Answers, Applied, Deadlines, FoldError, fold_batch};
 use crate::log::model::{EventLog, LogError};
 use crate::projection::{Position, ProjectionError, SharedStore};
 use std::sync::Arc;
@@ -84,6 +84,12 @@ pub trait Observer: Send + Sync {
     /// The follower of `partition` caught up to `next_offset` and runs live from here (what it
     /// re-applied catching up is not observed).
     fn caught_up(&self, _partition: u32, _next_offset: u64) {}
+
+    /// Whether it reads [`Applied::record`] (answering callers); the fold skips copying each
+    /// record for nobody otherwise.
+    fn wants_records(&self) -> bool {
+        false
+    }
 }
 
 /// One partition's follower.
@@ -94,6 +100,7 @@ pub struct Follower<L: EventLog> {
     position: Position,
     observers: Vec<Arc<dyn Observer>>,
     deadlines: Deadlines,
+    answers: Answers,
 }
 
 impl<L: EventLog> Follower<L> {
@@ -109,12 +116,16 @@ impl<L: EventLog> Follower<L> {
             position,
             observers: Vec::new(),
             deadlines: Deadlines::Unindexed,
+            answers: Answers::Dropped,
         })
     }
 
     /// Tells `observer` what each committed batch applied from now on.
     pub fn observed_by(mut self, observer: Arc<dyn Observer>) -> Self {
         observer.caught_up(self.partition, self.position.next_offset);
+        if observer.wants_records() {
+            self.answers = Answers::Kept;
+        }
         self.observers.push(observer);
         self
     }
@@ -218,6 +229,7 @@ impl<L: EventLog> Follower<L> {
             self.store.as_ref(),
             &records,
             self.deadlines,
+            self.answers,
         )?;
         self.store
             .commit(partition, folded.position, folded.changes)

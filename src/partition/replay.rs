@@ -3,7 +3,7 @@
 //! log in bounded slices.
 
 use super::Progress;
-use super::fold::{Deadlines, FoldError, fold_batch};
+use super::fold::{Answers, Deadlines, FoldError, fold_batch};
 use crate::core::digest::Tally;
 use crate::log::model::{EventLog, LogError};
 use crate::projection::memory::MemoryStore;
@@ -139,6 +139,7 @@ async fn replay<L: EventLog>(
             &part.state,
             &records,
             Deadlines::Unindexed,
+            Answers::Dropped,
         )?;
         for event in &folded.applied {
             *part.events_by_type.entry(event.event).or_default() += 1;

@@ -94,6 +94,10 @@ impl Replies {
 /// for another node or an earlier incarnation reach nobody: their callers timed out with a
 /// retriable answer and ask again.
 impl Observer for Replies {
+    fn wants_records(&self) -> bool {
+        true
+    }
+
     fn observe(&self, _partition: u32, batch: &[Applied]) {
         for applied in batch {
             if let Some(to) = applied.reply_to {
