@@ -147,8 +147,11 @@ impl Pending {
     pub(super) fn written(&self, commits: &[Commit]) {
         let Some(last) = commits.last() else { return };
         let upto = last.seq;
-        let mut overlay = self.lock();
+        // The whole group is in sled: an entry last touched at or before `upto` can go. The
+        // lock is taken a commit at a time, so commits and reads wait for one commit's worth
+        // of clearing at most, not a group's.
         for c in commits {
+            let mut overlay = self.lock();
             for record in &c.records {
                 if overlay
                     .records
@@ -187,8 +190,7 @@ impl Pending {
                 overlay.positions.remove(&c.partition);
             }
         }
-        overlay.written_seq = upto + 1;
-        drop(overlay);
+        self.lock().written_seq = upto + 1;
         let room: usize = commits.iter().map(|c| c.room as usize).sum();
         self.room.add_permits(room);
         self.written.notify_all();
