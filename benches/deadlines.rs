@@ -7,13 +7,12 @@
 //! and one sweep of every record (what recovery did before the index) at the largest N. The
 //! figures and their ratios show that finding the 100 does not depend on N.
 
-use opledger::core::contract::{ContractTerms, LossLevel, ToolClass};
 use opledger::core::deadline::{Deadline, DeadlineKind};
 use opledger::core::event::BusinessResult;
-use opledger::core::fingerprint::{FINGERPRINT_VERSION, Fingerprint};
-use opledger::core::key::{OperationId, ScopedHash};
+use opledger::core::key::ScopedHash;
 use opledger::core::operation::{OpState, OperationRecord};
 use opledger::log::model::partition_for;
+use opledger::projection::conformance;
 use opledger::projection::sled::{LogIdentity, SledStore};
 use opledger::projection::{Changes, DeadlineChange, Position, ProjectionStore};
 use std::time::{Duration, Instant};
@@ -40,33 +39,10 @@ fn record(n: u32, settled: bool) -> OperationRecord {
             lease_expires_at_ms: NOW - 1_000,
         }
     };
-    OperationRecord {
-        id: OperationId::for_scope(&scope),
-        scope,
-        principal: "bench".into(),
-        tool: "t".into(),
-        fingerprint: Fingerprint {
-            version: FINGERPRINT_VERSION,
-            parts: vec![],
-        },
-        parent: None,
-        compensation_of: None,
-        terms: ContractTerms {
-            class: ToolClass::Unsafe,
-            loss: LossLevel::High,
-            lease_ms: 30_000,
-            retention_ms: 172_800_000,
-            queryable: false,
-            accept_unknown_risk: false,
-        },
-        state,
-        version: 1,
-        holder: "w".into(),
-        executions: 1,
-        created_at_ms: NOW - 31_000,
-        updated_at_ms: NOW - 31_000,
-        recovery: Default::default(),
-    }
+    let terms = conformance::unsafe_terms();
+    let mut r = conformance::record_of(scope, "t", terms, state, NOW - 31_000);
+    r.principal = "bench".into();
+    r
 }
 
 /// Adds operations `from..to` (settled or stuck) with their deadlines, in batches.

@@ -34,18 +34,16 @@ pub async fn audit<L: EventLog>(
     let mut events_by_type: BTreeMap<String, u64> = BTreeMap::new();
     let mut decisions: BTreeMap<String, u64> = BTreeMap::new();
     let mut events = 0;
+    let mut tally = Tally::default();
     for part in &parts {
         events += part.position.next_offset;
+        tally.merge(&part.tally);
         for (name, n) in &part.events_by_type {
             *events_by_type.entry((*name).to_owned()).or_default() += n;
         }
         for (code, n) in &part.decisions {
             *decisions.entry((*code).to_owned()).or_default() += n;
         }
-    }
-    let mut tally = Tally::default();
-    for part in &parts {
-        tally.merge(&part.tally);
     }
     Ok(Audit {
         summary: tally.summary(events),

@@ -9,11 +9,9 @@ use opledger::cluster::router::Router;
 use opledger::config::{Config, Principal, RecoveryOptions};
 use opledger::consumers::follow::ConsumersRunner;
 use opledger::consumers::recovery::Recovery;
-use opledger::core::contract::{ContractTerms, LossLevel, ToolClass};
 use opledger::core::deadline::{Deadline, DeadlineKind};
 use opledger::core::event::BusinessResult;
-use opledger::core::fingerprint::{FINGERPRINT_VERSION, Fingerprint};
-use opledger::core::key::{OperationId, ScopedHash};
+use opledger::core::key::ScopedHash;
 use opledger::core::operation::{OpState, OperationRecord};
 use opledger::ledger::{ClaimInput, Claimed, Ledger};
 use opledger::log::memory::MemoryLog;
@@ -24,6 +22,7 @@ use opledger::partition::local::{LocalPartition, Shared};
 use opledger::partition::ownership::Ownership;
 use opledger::partition::replies::Replies;
 use opledger::partition::runner::{ArbiterRunner, PartitionRunner};
+use opledger::projection::conformance;
 use opledger::projection::memory::MemoryStore;
 use opledger::projection::{Changes, DeadlineChange, Position, ProjectionStore, SharedStore};
 use opledger::status::memory::MemoryStatus;
@@ -64,39 +63,17 @@ fn settled(n: u32) -> OperationRecord {
     bytes[..4].copy_from_slice(&n.to_be_bytes());
     bytes[4] = 0xee;
     let scope = ScopedHash(bytes);
-    OperationRecord {
-        id: OperationId::for_scope(&scope),
-        scope,
-        principal: "agent-a".into(),
-        tool: "messages.send".into(),
-        fingerprint: Fingerprint {
-            version: FINGERPRINT_VERSION,
-            parts: vec![],
+    let completed = OpState::Completed {
+        result: BusinessResult {
+            resource_ref: format!("msg-{n}"),
+            status: 201,
+            headers: Default::default(),
         },
-        parent: None,
-        compensation_of: None,
-        terms: ContractTerms {
-            class: ToolClass::Unsafe,
-            loss: LossLevel::High,
-            lease_ms: 30_000,
-            retention_ms: 172_800_000,
-            queryable: false,
-            accept_unknown_risk: false,
-        },
-        state: OpState::Completed {
-            result: BusinessResult {
-                resource_ref: format!("msg-{n}"),
-                status: 201,
-                headers: Default::default(),
-            },
-        },
-        version: 2,
-        holder: "w".into(),
-        executions: 1,
-        created_at_ms: T0 - 1_000,
-        updated_at_ms: T0 - 1_000,
-        recovery: Default::default(),
-    }
+    };
+    let terms = conformance::unsafe_terms();
+    let mut r = conformance::record_of(scope, "messages.send", terms, completed, T0 - 1_000);
+    r.version = 2;
+    r
 }
 
 /// Puts `SETTLED` settled operations into the consumers' store, with their retention deadlines.

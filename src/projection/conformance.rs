@@ -12,35 +12,63 @@ use crate::core::partition::PartitionState;
 
 /// A record of operation `n`, created at `n` ms, at `version`.
 pub fn record(n: u8, version: u64) -> OperationRecord {
-    let scope = ScopedHash([n; 32]);
+    let terms = ContractTerms {
+        class: ToolClass::Keyed,
+        loss: LossLevel::High,
+        lease_ms: 1,
+        retention_ms: 1,
+        queryable: false,
+        accept_unknown_risk: false,
+    };
+    let processing = OpState::Processing {
+        lease_expires_at_ms: 9,
+    };
+    let mut r = record_of(ScopedHash([n; 32]), "t", terms, processing, u64::from(n));
+    r.version = version;
+    r
+}
+
+/// A record of the operation with `scope`, of `tool` under `terms`, in `state`, created and last
+/// changed at `at_ms`: principal `agent-a`, holder `w`, one execution, version 1.
+pub fn record_of(
+    scope: ScopedHash,
+    tool: &str,
+    terms: ContractTerms,
+    state: OpState,
+    at_ms: u64,
+) -> OperationRecord {
     OperationRecord {
         id: OperationId::for_scope(&scope),
         scope,
         principal: "agent-a".into(),
-        tool: "t".into(),
+        tool: tool.into(),
         fingerprint: Fingerprint {
             version: FINGERPRINT_VERSION,
             parts: vec![],
         },
         parent: None,
         compensation_of: None,
-        terms: ContractTerms {
-            class: ToolClass::Keyed,
-            loss: LossLevel::High,
-            lease_ms: 1,
-            retention_ms: 1,
-            queryable: false,
-            accept_unknown_risk: false,
-        },
-        state: OpState::Processing {
-            lease_expires_at_ms: 9,
-        },
-        version,
+        terms,
+        state,
+        version: 1,
         holder: "w".into(),
         executions: 1,
-        created_at_ms: u64::from(n),
-        updated_at_ms: u64::from(n),
+        created_at_ms: at_ms,
+        updated_at_ms: at_ms,
         recovery: Default::default(),
+    }
+}
+
+/// The terms of an unsafe, high-loss tool that cannot be queried, with a 30 s lease and two
+/// days' retention (as `messages.send` in the test configs).
+pub fn unsafe_terms() -> ContractTerms {
+    ContractTerms {
+        class: ToolClass::Unsafe,
+        loss: LossLevel::High,
+        lease_ms: 30_000,
+        retention_ms: 172_800_000,
+        queryable: false,
+        accept_unknown_risk: false,
     }
 }
 
