@@ -1,17 +1,17 @@
-//! Consumers of the log besides the arbiters. Each reads the log on its own, keeps its own
-//! state, and acts only by appending events through the ledger (the arbiter decides): none
-//! writes a projection another part depends on.
+//! Consumers besides the arbiters. None keeps a copy of the operations or writes a projection:
+//! each reads what it needs from the partitions' services (or, for `audit`, the log itself)
+//! and acts only by appending events through the ledger (the arbiter decides).
 //!
-//! * [`follow`]: the consumers' fold — the log followed into a store of the consumers' own,
-//!   with its deadline index; in Kafka mode placed by a consumer group of its own.
-//! * [`recovery`] and [`retention`]: act on what the deadline index says is due.
-//! * [`metrics`]: counts what each event of the consumers' fold meant.
+//! * [`runner`]: where a partition's consumers run (on Kafka, placed apart from its arbiter).
+//! * [`recovery`] and [`retention`]: act on what the partition's deadline index says is due,
+//!   asked of the partition's service.
+//! * [`metrics`]: counts what each event the arbiter applied meant.
 //! * [`audit`]: replays the whole log in memory for an auditor.
 //!
 //! Compensation is not a consumer: it is requested by a caller, through the ledger.
 
 pub mod audit;
-pub mod follow;
 pub mod metrics;
 pub mod recovery;
 pub mod retention;
+pub mod runner;

@@ -1,9 +1,10 @@
 //! The recovery consumer: finds lapsed leases, due status checks and lapsed retention in the
-//! deadline index of the consumers' fold, and acts — asking the external system before anything
-//! else happens.
+//! partitions' deadline indexes, and acts — asking the external system before anything else
+//! happens.
 //!
-//! Every tick it reads, for each partition whose fold is current here, the index entries due by
-//! its clock (a range read: only what is due, however long the history), takes them in a stable
+//! Every tick it asks each partition whose consumers run here (its service, local or on the
+//! arbiter's node) for the index entries due by its clock (a range read: only what is due,
+//! however long the history), takes them in a stable
 //! order (due time, then operation id) up to `scan_batch`, and works them with at most
 //! `concurrency` at once. For a lease or a check it appends `recovery_started`; only if the
 //! arbiter grants the recovery lease — one recoverer per record, decided by log order — does it
@@ -20,25 +21,13 @@ use crate::core::event::{EventBody, Evidence, EvidenceReport, RecoveryStart};
 use crate::core::key::OperationId;
 use crate::core::operation::{OpState, OperationRecord};
 use crate::ledger::Ledger;
-use crate::partition::Answer;
 use crate::partition::ownership::Ownership;
-use crate::projection::{ProjectionError, SharedStore};
+use crate::partition::{Answer, DueWork};
 use crate::status::SharedStatusClient;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::{Semaphore, watch};
-
-/// Work found due in the deadline index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Work {
-    /// When it fell due (log time, ms).
-    pub due_ms: u64,
-    /// The operation.
-    pub id: OperationId,
-    /// What fell due.
-    pub kind: DeadlineKind,
-}
 
 /// What one tick did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -49,27 +38,27 @@ pub struct TickReport {
     pub examined: usize,
     /// Operations acted on this tick.
     pub acted: usize,
+    /// Partitions whose service could not say what is due this tick (asked again next tick).
+    pub unreachable: usize,
 }
 
 /// The recovery consumer of one node.
 pub struct Recovery {
-    store: SharedStore,
     ownership: Arc<Ownership>,
     ledger: Arc<Ledger>,
     status: SharedStatusClient,
     clock: SharedClock,
     options: RecoveryOptions,
     /// Operations acted on, with the due time acted on and until when to skip that entry: the
-    /// fold trails the arbiter, so an entry acted on stays in the index for a moment.
+    /// index of a partition on another node may be read before its arbiter applied the action.
     acted: Mutex<HashMap<OperationId, (u64, Instant)>>,
     report: watch::Sender<TickReport>,
 }
 
 impl Recovery {
-    /// A recovery consumer over the consumers' `store`, acting on the partitions `ownership`
-    /// serves, through `ledger`.
+    /// A recovery consumer of the partitions `ownership` serves, reading and acting through
+    /// `ledger`.
     pub fn new(
-        store: SharedStore,
         ownership: Arc<Ownership>,
         ledger: Arc<Ledger>,
         status: SharedStatusClient,
@@ -77,7 +66,6 @@ impl Recovery {
         options: RecoveryOptions,
     ) -> Self {
         Self {
-            store,
             ownership,
             ledger,
             status,
@@ -103,16 +91,14 @@ impl Recovery {
                 _ = stop.wait_for(|s| *s) => return,
                 _ = ticks.tick() => {}
             }
-            if let Err(e) = self.tick().await {
-                tracing::warn!(error = %e, "recovery: the deadline index could not be read; trying again next tick");
-            }
+            self.tick().await;
         }
     }
 
     /// One tick: find what is due now and work it, all of it before returning.
-    pub async fn tick(self: &Arc<Self>) -> Result<TickReport, ProjectionError> {
+    pub async fn tick(self: &Arc<Self>) -> TickReport {
         let now = self.clock.now_ms();
-        let (work, examined) = self.due(now)?;
+        let (work, examined, unreachable) = self.due(now).await;
         let limit = Arc::new(Semaphore::new(self.options.concurrency.max(1)));
         let mut tasks = tokio::task::JoinSet::new();
         let acted = work.len();
@@ -130,25 +116,25 @@ impl Recovery {
         report.ticks += 1;
         report.examined = examined;
         report.acted = acted;
+        report.unreachable = unreachable;
         self.report.send_replace(report);
-        Ok(report)
+        report
     }
 
-    /// The work due at `now_ms` in stable order, at most `scan_batch` of it, and how many index
-    /// entries were read to find it.
-    pub fn due(&self, now_ms: u64) -> Result<(Vec<Work>, usize), ProjectionError> {
+    /// The work due at `now_ms` in stable order, at most `scan_batch` of it, how many index
+    /// entries were read to find it, and how many partitions could not be asked.
+    pub async fn due(&self, now_ms: u64) -> (Vec<DueWork>, usize, usize) {
         let batch = self.options.scan_batch;
-        // Entries still held (acted on, not yet refolded) are skipped below: read past them.
+        // Entries still held (acted on, not yet applied) are skipped below: read past them.
         let held = lock(&self.acted).len();
         let mut found = Vec::new();
+        let mut unreachable = 0;
         for partition in self.ownership.served() {
-            for kind in DeadlineKind::ALL {
-                for due in self.store.due(partition, kind, now_ms, batch + held)? {
-                    found.push(Work {
-                        due_ms: due.due_ms,
-                        id: due.id,
-                        kind,
-                    });
+            match self.ledger.due_in(partition, now_ms, batch + held).await {
+                Ok(due) => found.extend(due),
+                Err(e) => {
+                    unreachable += 1;
+                    tracing::warn!(partition, error = %e, "recovery: cannot ask the partition what is due; asking again next tick");
                 }
             }
         }
@@ -157,14 +143,14 @@ impl Recovery {
         let mut acted = lock(&self.acted);
         let now = Instant::now();
         acted.retain(|_, (_, until)| *until > now);
-        // The fold has not yet applied what this consumer did about these entries.
+        // The arbiter has not yet applied what this consumer did about these entries.
         found.retain(|w| acted.get(&w.id).is_none_or(|(due, _)| *due != w.due_ms));
         found.truncate(batch);
-        Ok((found, examined))
+        (found, examined, unreachable)
     }
 
-    async fn work(&self, item: Work) {
-        let record = match self.store.get(&item.id) {
+    async fn work(&self, item: DueWork) {
+        let record = match self.ledger.record_for(item.id).await {
             Ok(Some(record)) => record,
             Ok(None) => return,
             Err(e) => {

@@ -1,5 +1,5 @@
 //! The retention consumer: asks the arbiter to expire a settled operation whose tool's retention
-//! has lapsed, as the deadline index of the consumers' fold says. The arbiter judges by the
+//! has lapsed, as its partition's deadline index says. The arbiter judges by the
 //! log's time and refuses anything that may still have an unknown effect; this consumer only
 //! appends `expiry_requested`.
 

@@ -10,7 +10,7 @@
 //! [`clock`], [`status`] (asking external systems). [`partition`] is the partition as a service
 //! (its fold, arbiter and local service); [`cluster`] routes to a partition's owner, here or
 //! over typed peer messages; [`ledger`] validates and authorises, then asks the router; [`api`]
-//! is the HTTP adapter; [`consumers`] read the log on their own; [`node`] wires a running node
+//! is the HTTP adapter; [`consumers`] act on what the partitions say is due (and `audit` replays the log); [`node`] wires a running node
 //! together; the command line lives in the binary (`src/cli`).
 
 #![warn(missing_docs)]

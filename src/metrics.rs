@@ -101,11 +101,11 @@ impl Metrics {
             "1 if this node serves the partition now, else 0",
             partition_served.clone(),
         );
-        // The consumers' fold trails the arbiter: the difference per partition is its lag.
+        // How far each arbiter has applied its partition (with the log's end: its lag).
         let fold_position = Family::<FoldLabels, Gauge>::default();
         registry.register(
             "fold_position",
-            "Next log offset a fold running on this node applies, by fold (arbiter, consumers) and partition",
+            "Next log offset a fold running on this node applies, by fold (arbiter) and partition",
             fold_position.clone(),
         );
         Self {

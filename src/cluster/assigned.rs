@@ -1,5 +1,5 @@
-//! Running something for each partition the placement gives this node — an arbiter, a
-//! consumers' fold — and stopping it when the placement moves the partition away (it stops
+//! Running something for each partition the placement gives this node — an arbiter, its
+//! consumers — and stopping it when the placement moves the partition away (it stops
 //! between two batches, never half-way through one).
 
 use crate::partition::follower::FollowError;

@@ -1,6 +1,6 @@
 //! A node's membership in a Kafka cluster: it announces where it is reached and what it serves,
-//! follows the others' announcements, and runs — for each role, the arbiters and the consumers'
-//! folds — the partitions the placement gives it among the live nodes ([`super::placement`]).
+//! follows the others' announcements, and runs — for each role, the arbiters and the
+//! consumers — the partitions the placement gives it among the live nodes ([`super::placement`]).
 //! When it stops it says so, and its partitions move at once.
 
 use super::assigned::{PlacementEvent, manage};

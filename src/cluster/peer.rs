@@ -13,11 +13,15 @@
 use crate::core::event::EventBody;
 use crate::core::key::ScopedHash;
 use crate::core::operation::OperationRecord;
-use crate::partition::{Answer, Lookup, PartitionError};
+use crate::partition::{Answer, DueWork, Lookup, PartitionError};
 use crate::projection::QueueSlice;
 use serde::{Deserialize, Serialize};
 
 /// The format of peer messages this build speaks. A node refuses other formats by name.
+/// Variants are only ever added at the end of [`PeerRequest`] and [`PeerResponse`], so a
+/// message of an older build of the same format always decodes; an older node refuses a
+/// variant it does not know (`Due` came later) as undecodable, and the asking recovery
+/// tick logs it and asks again next tick.
 pub const PEER_FORMAT: u16 = 1;
 
 /// The path peers are asked on.
@@ -65,6 +69,15 @@ pub enum PeerRequest {
         /// The first this many entries.
         limit: u32,
     },
+    /// Read what the deadline index says is due (for recovery running on the asking node).
+    Due {
+        /// The partition.
+        partition: u32,
+        /// Due at or before this log time (ms).
+        until_ms: u64,
+        /// At most this many entries of each kind.
+        limit: u32,
+    },
 }
 
 /// A node's answer.
@@ -76,6 +89,8 @@ pub enum PeerResponse {
     Record(Option<OperationRecord>),
     /// An operator-queue slice.
     Queue(QueueSlice),
+    /// Deadline-index entries that are due.
+    Due(Vec<DueWork>),
     /// The request could not be served.
     Refused(Refusal),
 }
@@ -207,6 +222,11 @@ mod tests {
                 partition: 0,
                 limit: 1000,
             },
+            PeerRequest::Due {
+                partition: 2,
+                until_ms: 1_700_000_000_000,
+                limit: 10_000,
+            },
         ];
         let responses = vec![
             PeerResponse::Decided(Answer {
@@ -218,6 +238,11 @@ mod tests {
             }),
             PeerResponse::Record(None),
             PeerResponse::Queue(QueueSlice::default()),
+            PeerResponse::Due(vec![DueWork {
+                due_ms: 1_700_000_000_000,
+                id: OperationId([4; 16]),
+                kind: crate::core::deadline::DeadlineKind::Check,
+            }]),
             PeerResponse::Refused(Refusal::NotServing),
             PeerResponse::Refused(Refusal::EventTooLarge { max: 262_144 }),
         ];

@@ -1,7 +1,7 @@
 //! Which node runs what for each partition: rendezvous hashing over the live nodes.
 //!
 //! Every node announces itself about once a second on the members topic; a node that has not
-//! announced for the member timeout is gone. For each role (the arbiter, the consumers' fold)
+//! announced for the member timeout is gone. For each role (the arbiter, the consumers)
 //! every node computes the same assignment from the same view: every live node gets its share of
 //! the partitions (the count divided by the nodes, one more for the first by name while the
 //! division leaves a remainder), and within those shares each partition goes to the node that
@@ -10,7 +10,8 @@
 //! partitions move to the survivors as soon as its announcements have lapsed, and few of the
 //! survivors' own move (about 3% of all partitions, measured over random clusters of three) —
 //! no coordinator, no rebalance protocol. Because the roles hash differently, a partition's
-//! arbiter and its consumers' fold usually run on different nodes, and each scales apart.
+//! arbiter and its consumers usually run on different nodes: recovery's status queries never
+//! share a node with the partition's decisions.
 //!
 //! Views can differ for a moment (an announcement on its way): two nodes may then both run a
 //! partition's arbiter. That is safe by construction — decisions are a pure function of the
@@ -25,7 +26,7 @@ use std::collections::BTreeSet;
 pub enum Role {
     /// The partition's arbiter (its projection and its callers).
     Arbiter,
-    /// The consumers' fold of the partition (recovery, retention, metrics).
+    /// The partition's consumers (recovery and retention, which ask the arbiter what is due).
     Consumers,
 }
 

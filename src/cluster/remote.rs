@@ -11,7 +11,7 @@ use crate::clock::SharedClock;
 use crate::core::event::EventBody;
 use crate::core::key::ScopedHash;
 use crate::core::operation::OperationRecord;
-use crate::partition::{Answer, Lookup, Partition, PartitionError};
+use crate::partition::{Answer, DueWork, Lookup, Partition, PartitionError};
 use crate::projection::QueueSlice;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -113,6 +113,7 @@ fn unexpected(response: PeerResponse) -> PartitionError {
         PeerResponse::Decided(_) => "a decision",
         PeerResponse::Record(_) => "a record",
         PeerResponse::Queue(_) => "a queue slice",
+        PeerResponse::Due(_) => "due deadlines",
         PeerResponse::Refused(_) => "a refusal",
     };
     tracing::warn!(answer = kind, "the owner answered another request's kind");
@@ -174,6 +175,28 @@ impl Partition for RemotePartition {
                 .await?
             {
                 PeerResponse::Queue(slice) => Ok(slice),
+                other => Err(unexpected(other)),
+            }
+        })
+    }
+
+    fn due(
+        &self,
+        until_ms: u64,
+        limit: usize,
+    ) -> crate::BoxFuture<'_, Result<Vec<DueWork>, PartitionError>> {
+        Box::pin(async move {
+            let request = PeerRequest::Due {
+                partition: self.partition,
+                until_ms,
+                limit: u32::try_from(limit).unwrap_or(u32::MAX),
+            };
+            match self
+                .client
+                .ask(&self.base, self.partition, &request)
+                .await?
+            {
+                PeerResponse::Due(due) => Ok(due),
                 other => Err(unexpected(other)),
             }
         })
@@ -263,5 +286,106 @@ async fn serve(router: &Router, request: PeerRequest) -> PeerResponse {
                 .map_or_else(refused, PeerResponse::Queue),
             Err(e) => refused(e),
         },
+        PeerRequest::Due {
+            partition,
+            until_ms,
+            limit,
+        } => match router.local(partition) {
+            Ok(p) => p
+                .due(until_ms, limit as usize)
+                .await
+                .map_or_else(refused, PeerResponse::Due),
+            Err(e) => refused(e),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::core::deadline::{Deadline, DeadlineKind};
+    use crate::core::key::OperationId;
+    use crate::log::memory::MemoryLog;
+    use crate::partition::local::{LocalPartition, Shared};
+    use crate::partition::ownership::Ownership;
+    use crate::partition::replies::Replies;
+    use crate::projection::memory::MemoryStore;
+    use crate::projection::{Changes, DeadlineChange, Position, SharedStore};
+
+    const NOW: u64 = 1_700_000_000_000;
+
+    /// An owner serving partition 0 of 2 over HTTP on a free port, its store holding a lease
+    /// that lapsed at `NOW - 1` and one that lapses at `NOW + 1`; its address and a client.
+    async fn owner() -> (String, Arc<PeerClient>, OperationId) {
+        let store: SharedStore = Arc::new(MemoryStore::new());
+        let (lapsed, later) = (OperationId([1; 16]), OperationId([2; 16]));
+        let lease = |id, due_ms| DeadlineChange {
+            id,
+            from: None,
+            to: Some(Deadline {
+                due_ms,
+                kind: DeadlineKind::Lease,
+            }),
+        };
+        let changes = Changes {
+            deadlines: vec![lease(lapsed, NOW - 1), lease(later, NOW + 1)],
+            ..Changes::default()
+        };
+        store
+            .commit(0, Position::default(), changes)
+            .await
+            .expect("commits");
+        let ownership = Arc::new(Ownership::new(2));
+        ownership.set_assigned(0, true);
+        ownership.set_serving(0, true);
+        let clock = ManualClock::new(NOW);
+        let shared = Arc::new(Shared {
+            log: Arc::new(MemoryLog::new(2, clock.clone()).expect("log")),
+            store,
+            replies: Arc::new(Replies::with_node(1)),
+            ownership: ownership.clone(),
+            decision_wait: Duration::from_millis(50),
+            sole: false,
+        });
+        let router = Arc::new(Router::new(LocalPartition::all(shared), ownership, None));
+        let key = PeerKey::new("a-cluster-secret-of-enough-length");
+        let inbound = Arc::new(Inbound {
+            router,
+            key: key.clone(),
+            clock: clock.clone(),
+            replays: ReplayGuard::default(),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binds");
+        let base = format!("http://{}", listener.local_addr().expect("address"));
+        tokio::spawn(async move { axum::serve(listener, routes(inbound)).await });
+        (base, Arc::new(PeerClient::new(key, clock)), lapsed)
+    }
+
+    #[tokio::test]
+    async fn a_consumer_on_another_node_learns_what_is_due_from_the_owner() {
+        let (base, client, lapsed) = owner().await;
+        let remote = |partition| RemotePartition {
+            client: client.clone(),
+            base: base.clone(),
+            partition,
+        };
+        let due = remote(0).due(NOW, 100).await.expect("the owner answers");
+        assert_eq!(
+            due,
+            vec![DueWork {
+                due_ms: NOW - 1,
+                id: lapsed,
+                kind: DeadlineKind::Lease,
+            }],
+            "only the lapsed lease, not the one due later"
+        );
+        let refused = remote(1).due(NOW, 100).await.expect_err("not served there");
+        assert!(
+            matches!(refused, PartitionError::NotServing { partition: 1 }),
+            "{refused:?}"
+        );
     }
 }

@@ -26,7 +26,7 @@ use crate::core::input;
 use crate::core::key::{ClientKey, OperationId, ScopedHash};
 use crate::core::operation::{OpState, OperationRecord};
 use crate::metrics::Metrics;
-use crate::partition::{Answer, Lookup};
+use crate::partition::{Answer, DueWork, Lookup};
 use crate::status::SharedStatusClient;
 use requests::check_result;
 use std::collections::HashMap;
@@ -244,6 +244,31 @@ impl Ledger {
         body: EventBody,
     ) -> Result<Answer, LedgerError> {
         self.submit(scope, body).await
+    }
+
+    /// What `partition`'s deadline index says is due at `until_ms` (at most `limit` entries of
+    /// each kind), from the partition's owner: the work of recovery and retention, which act on
+    /// it only through [`Ledger::append_for`].
+    pub async fn due_in(
+        &self,
+        partition: u32,
+        until_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<DueWork>, LedgerError> {
+        Ok(self
+            .router
+            .partition(partition)?
+            .due(until_ms, limit)
+            .await?)
+    }
+
+    /// The latest record of operation `id` for a consumer (no principal's view: consumers act
+    /// for the ledger itself).
+    pub async fn record_for(
+        &self,
+        id: OperationId,
+    ) -> Result<Option<OperationRecord>, LedgerError> {
+        self.read(id).await
     }
 
     /// The operator queue, oldest request first: at most `limit` operations waiting for a

@@ -19,9 +19,8 @@ use crate::cluster::placement::Role;
 use crate::cluster::remote::{Inbound, PeerClient};
 use crate::cluster::router::{Peers, Router};
 use crate::config::{Backend, Config, KafkaSettings};
-use crate::consumers::follow::ConsumersRunner;
-use crate::consumers::metrics::ArbiterPosition;
 use crate::consumers::recovery::Recovery;
+use crate::consumers::runner::ConsumersRunner;
 use crate::ledger::Ledger;
 use crate::log::any::AnyLog;
 use crate::log::kafka::Connection;
@@ -35,7 +34,7 @@ use crate::partition::replies::Replies;
 use crate::partition::runner::{ArbiterRunner, PartitionRunner};
 use crate::projection::sled::SledStore;
 use crate::projection::{ProjectionError, SharedStore};
-use open::{Store, open_store, store_dir};
+use open::{open_projection, projection_dir};
 use rebuild::catch_up_all;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -99,12 +98,12 @@ pub struct Node {
     recovery: Option<Arc<Recovery>>,
     log: Arc<AnyLog>,
     ownership: Arc<Ownership>,
-    /// The arbiters' projection and the consumers' store, with their directories.
-    stores: Vec<(SledStore, PathBuf)>,
+    /// The arbiters' projection and its directory.
+    projection: (SledStore, PathBuf),
     /// False once a fold failed: the stores are then not marked clean at shutdown.
     healthy: bool,
     stop: watch::Sender<bool>,
-    /// The arbiters and the consumers' folds (or, on Kafka, what runs them).
+    /// The arbiters and the consumers' runners (or, on Kafka, what runs them).
     running: JoinSet<Result<(), FollowError>>,
     /// Background tasks that end on the stop signal (recovery, membership).
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -116,8 +115,7 @@ impl Node {
     /// Kafka the node joins the cluster and runs what the groups assign it.
     pub async fn start(config: &Config, progress: impl FnMut(Progress)) -> Result<Self, NodeError> {
         let log = open_log(config).await?;
-        let projection = open_store(config, &log, Store::Projection)?;
-        let consumers_store = open_store(config, &log, Store::Consumers)?;
+        let projection = open_projection(config, &log)?;
         let store: SharedStore = Arc::new(projection.clone());
         let count = log.partition_count();
         let replies = Arc::new(Replies::new());
@@ -138,14 +136,11 @@ impl Node {
         let arbiter_runner = Arc::new(ArbiterRunner {
             shared: shared.clone(),
             owner: format!("{:016x}", replies.node()),
-            observers: vec![Arc::new(ArbiterPosition(metrics.clone()))],
+            observers: vec![metrics.clone()],
             changed: changed.clone(),
         });
         let consumers_runner = Arc::new(ConsumersRunner {
-            log: log.clone(),
-            store: Arc::new(consumers_store.clone()),
             ownership: consuming.clone(),
-            observers: vec![metrics.clone()],
         });
         let local = LocalPartition::all(shared.clone());
         let mut running = JoinSet::new();
@@ -218,7 +213,6 @@ impl Node {
                 options.query_timeout,
             ));
             Arc::new(Recovery::new(
-                Arc::new(consumers_store.clone()),
                 consuming.clone(),
                 ledger.clone(),
                 status,
@@ -236,10 +230,7 @@ impl Node {
             recovery,
             log,
             ownership,
-            stores: vec![
-                (projection, store_dir(config, Store::Projection)),
-                (consumers_store, store_dir(config, Store::Consumers)),
-            ],
+            projection: (projection, projection_dir(config)),
             healthy: true,
             stop,
             running,
@@ -249,7 +240,7 @@ impl Node {
 
     /// The arbiters' projection (read only: for tools that wait for the state to settle).
     pub fn store(&self) -> SharedStore {
-        Arc::new(self.stores[0].0.clone())
+        Arc::new(self.projection.0.clone())
     }
 
     /// The recovery consumer, when it runs.
@@ -257,7 +248,7 @@ impl Node {
         self.recovery.clone()
     }
 
-    /// Resolves when an arbiter or a consumers' fold stops by itself, which only happens on
+    /// Resolves when an arbiter stops by itself, which only happens on
     /// failure: the node must then stop too, rather than answer from a partition nobody applies.
     pub async fn failed(&mut self) -> NodeError {
         let joined = self.running.join_next().await;
@@ -286,12 +277,11 @@ impl Node {
         for partition in 0..self.ownership.partition_count() {
             self.ownership.set_serving(partition, false);
         }
-        for (store, dir) in &self.stores {
-            if self.healthy {
-                store.close_clean(dir)?;
-            } else {
-                store.flush_now()?;
-            }
+        let (store, dir) = &self.projection;
+        if self.healthy {
+            store.close_clean(dir)?;
+        } else {
+            store.flush_now()?;
         }
         drop(self.ledger);
         drop(self.inbound);

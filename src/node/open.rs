@@ -82,46 +82,44 @@ pub(super) fn identity(log: &AnyLog) -> LogIdentity {
     }
 }
 
-/// The stores a node keeps in its data directory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Store {
-    /// The arbiters' projection.
-    Projection,
-    /// The consumers' fold: their records and deadline index.
-    Consumers,
+/// Where the node keeps the arbiters' projection.
+pub(super) fn projection_dir(config: &Config) -> PathBuf {
+    config.data_dir.join("projection")
 }
 
-pub(super) fn store_dir(config: &Config, store: Store) -> PathBuf {
-    config.data_dir.join(match store {
-        Store::Projection => "projection",
-        Store::Consumers => "consumers",
-    })
-}
-
-/// Opens one of the node's stores, checked against the log; one that fails the check is moved
+/// Opens the arbiters' projection, checked against the log; one that fails the check is moved
 /// aside and rebuilt from the log, and the log line says why.
-pub(super) fn open_store(
-    config: &Config,
-    log: &AnyLog,
-    store: Store,
-) -> Result<SledStore, NodeError> {
+pub(super) fn open_projection(config: &Config, log: &AnyLog) -> Result<SledStore, NodeError> {
+    forget_consumers_store(config);
     let (opened, reset) = SledStore::open(
-        &store_dir(config, store),
+        &projection_dir(config),
         config.projection_cache_bytes,
         identity(log),
     )?;
-    let which = match store {
-        Store::Projection => "projection",
-        Store::Consumers => "consumers' store",
-    };
     match &reset {
-        Reset::None => tracing::info!(store = which, "opened; resuming from its applied offsets"),
-        Reset::Fresh => tracing::info!(store = which, "new; applying the log from the start"),
+        Reset::None => tracing::info!("projection opened; resuming from its applied offsets"),
+        Reset::Fresh => tracing::info!("projection new; applying the log from the start"),
         Reset::Rebuilt { reason } => tracing::warn!(
-            store = which,
             %reason,
-            "failed its integrity check and was moved aside; rebuilding it from the log"
+            "projection failed its integrity check and was moved aside; rebuilding it from the log"
         ),
     }
     Ok(opened)
+}
+
+/// Removes the consumers' store that builds before projection format 7 kept beside the
+/// projection (a second fold of the log); nothing reads it any more. Failing to remove it only
+/// wastes space, so that is logged, not fatal.
+pub(super) fn forget_consumers_store(config: &Config) {
+    let old = config.data_dir.join("consumers");
+    if old.is_dir() {
+        match std::fs::remove_dir_all(&old) {
+            Ok(()) => {
+                tracing::info!(dir = %old.display(), "removed the consumers' store of an earlier build (no longer used)")
+            }
+            Err(e) => {
+                tracing::warn!(dir = %old.display(), error = %e, "cannot remove the consumers' store of an earlier build (no longer used); remove it by hand")
+            }
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! Bringing a store up to the log's end: at start (with progress) and for `opledger rebuild`.
 
 use super::NodeError;
-use super::open::{Store, open_log, store_dir};
+use super::open::{forget_consumers_store, open_log, projection_dir};
 use crate::config::Config;
 use crate::core::digest::{StateSummary, Tally};
 use crate::log::any::AnyLog;
@@ -65,19 +65,16 @@ pub(super) async fn catch_up_all<L: EventLog>(
 }
 
 /// Drops the projection and rebuilds it from the log; returns the summary of the rebuilt state,
-/// read back from the projection. The consumers' store is dropped too (moved aside): it refolds
-/// itself at the next start, so both stores again derive from the same log with the same rules.
+/// read back from the projection.
 pub async fn rebuild(
     config: &Config,
     progress: impl FnMut(Progress),
 ) -> Result<StateSummary, NodeError> {
     let log = open_log(config).await?;
     let identity = super::open::identity(&log);
-    let dir = store_dir(config, Store::Projection);
+    let dir = projection_dir(config);
+    forget_consumers_store(config);
     let projection = SledStore::reset(&dir, config.projection_cache_bytes, identity)?;
-    let consumers = store_dir(config, Store::Consumers);
-    SledStore::reset(&consumers, config.projection_cache_bytes, identity)?
-        .close_clean(&consumers)?;
     let store: SharedStore = Arc::new(projection.clone());
     let events = catch_up_all(&log, &store, progress).await?;
     projection.flush_now()?;

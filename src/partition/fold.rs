@@ -1,6 +1,5 @@
 //! The fold of a partition's log into operation records: the one place where log records become
-//! decisions. The arbiter, `rebuild`, `audit` and the consumers all fold through here, so they
-//! cannot disagree.
+//! decisions. The arbiter, `rebuild` and `audit` all fold through here, so they cannot disagree.
 //!
 //! For each record, in offset order: decode the event, check that its key, scope and operation
 //! id agree, take its time in the fold (never before the previous event's, see
@@ -128,8 +127,8 @@ struct Before {
     deadline: Option<Deadline>,
 }
 
-/// Whether a fold keeps the deadline index (the consumers' folds do; the arbiter's does not,
-/// it has nobody who asks).
+/// Whether a fold keeps the deadline index (a follower into a projection does, so recovery can
+/// ask the partition what is due; `audit`'s replay into memory does not, nobody asks it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Deadlines {
     /// Keep the index.
@@ -139,7 +138,7 @@ pub enum Deadlines {
 }
 
 /// Whether each [`Applied`] carries the record after its event, for a caller who waits (the
-/// arbiter's fold answers callers; the consumers' folds and `audit` do not, and skip the copy).
+/// arbiter's fold answers callers; `rebuild`'s catch-up and `audit` do not, and skip the copy).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Answers {
     /// Keep the record for whoever waits.

@@ -4,8 +4,8 @@
 //!
 //! The partition's **arbiter** is the follower whose store is the partition's projection and
 //! whose observer answers the waiting callers ([`Replies`](super::replies::Replies)): the single
-//! writer of that projection. The consumers follow the same log with followers of their own,
-//! over stores of their own. Because the position and the records move together, re-applying
+//! writer of that projection, which also keeps the partition's deadline index for recovery and
+//! retention (they ask the partition what is due; nobody folds the log twice). Because the position and the records move together, re-applying
 //! an offset a store already has cannot happen, and a crash between the log's fsync and the
 //! store's write just means the events are applied again at the next start (sled's store is then
 //! rebuilt from the log) — with the same decisions, since decisions depend only on the log.
@@ -99,7 +99,6 @@ pub struct Follower<L: EventLog> {
     store: SharedStore,
     position: Position,
     observers: Vec<Arc<dyn Observer>>,
-    deadlines: Deadlines,
     answers: Answers,
 }
 
@@ -115,7 +114,6 @@ impl<L: EventLog> Follower<L> {
             store,
             position,
             observers: Vec::new(),
-            deadlines: Deadlines::Unindexed,
             answers: Answers::Dropped,
         })
     }
@@ -127,12 +125,6 @@ impl<L: EventLog> Follower<L> {
             self.answers = Answers::Kept;
         }
         self.observers.push(observer);
-        self
-    }
-
-    /// Keeps the store's deadline index.
-    pub fn indexing_deadlines(mut self) -> Self {
-        self.deadlines = Deadlines::Indexed;
         self
     }
 
@@ -228,7 +220,8 @@ impl<L: EventLog> Follower<L> {
             self.position,
             self.store.as_ref(),
             &records,
-            self.deadlines,
+            // A projection keeps its deadline index: recovery asks the partition what is due.
+            Deadlines::Indexed,
             self.answers,
         )?;
         self.store

@@ -6,7 +6,8 @@
 use super::fold::find;
 use super::ownership::Ownership;
 use super::replies::Replies;
-use super::{Answer, Lookup, Partition, PartitionError};
+use super::{Answer, DueWork, Lookup, Partition, PartitionError};
+use crate::core::deadline::DeadlineKind;
 use crate::core::event::{self, Envelope, EventBody, OwnerChange, ReplyTo};
 use crate::core::key::{OperationId, ScopedHash};
 use crate::core::operation::OperationRecord;
@@ -196,6 +197,23 @@ impl<L: EventLog> LocalPartition<L> {
             .store
             .queue(self.partition, limit, QUEUE_COUNT_MAX)?)
     }
+
+    fn due_now(&self, until_ms: u64, limit: usize) -> Result<Vec<DueWork>, PartitionError> {
+        self.check_serving()?;
+        let mut found = Vec::new();
+        for kind in DeadlineKind::ALL {
+            let due = self
+                .shared
+                .store
+                .due(self.partition, kind, until_ms, limit)?;
+            found.extend(due.into_iter().map(|d| DueWork {
+                due_ms: d.due_ms,
+                id: d.id,
+                kind,
+            }));
+        }
+        Ok(found)
+    }
 }
 
 impl<L: EventLog> Partition for LocalPartition<L> {
@@ -216,6 +234,14 @@ impl<L: EventLog> Partition for LocalPartition<L> {
 
     fn queue(&self, limit: usize) -> crate::BoxFuture<'_, Result<QueueSlice, PartitionError>> {
         Box::pin(std::future::ready(self.queue_now(limit)))
+    }
+
+    fn due(
+        &self,
+        until_ms: u64,
+        limit: usize,
+    ) -> crate::BoxFuture<'_, Result<Vec<DueWork>, PartitionError>> {
+        Box::pin(std::future::ready(self.due_now(until_ms, limit)))
     }
 }
 

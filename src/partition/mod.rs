@@ -9,7 +9,7 @@
 //! ```
 //!
 //! * [`fold`]: the one fold of log records into operation records, shared by the arbiter,
-//!   `rebuild`, `audit` and the consumers.
+//!   `rebuild` and `audit`.
 //! * [`follower`]: reads a partition in order and folds it into a store; the partition's
 //!   arbiter is the follower of its projection whose observer answers the callers.
 //! * [`local`]: the service of a partition this node owns: submit appends and waits for the
@@ -31,6 +31,7 @@ pub mod replay;
 pub mod replies;
 pub mod runner;
 
+use crate::core::deadline::DeadlineKind;
 use crate::core::decision::Decision;
 use crate::core::event::EventBody;
 use crate::core::key::{OperationId, ScopedHash};
@@ -54,6 +55,18 @@ pub enum Lookup {
     Id(OperationId),
     /// By its scope (what a claim knows).
     Scope(ScopedHash),
+}
+
+/// An operation whose deadline has passed, as its partition's deadline index lists it: work for
+/// recovery (a lapsed lease, a due status check) or retention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct DueWork {
+    /// When it fell due (log time, ms).
+    pub due_ms: u64,
+    /// The operation.
+    pub id: OperationId,
+    /// What fell due.
+    pub kind: DeadlineKind,
 }
 
 /// Progress of a catch-up.
@@ -135,4 +148,12 @@ pub trait Partition: Send + Sync {
     /// The partition's operator queue: the first `limit` entries, oldest request first, and
     /// how many it holds.
     fn queue(&self, limit: usize) -> crate::BoxFuture<'_, Result<QueueSlice, PartitionError>>;
+
+    /// The partition's deadline-index entries due at or before `until_ms`: of each kind the
+    /// earliest `limit` (then by id). Reads only due entries, however long the history.
+    fn due(
+        &self,
+        until_ms: u64,
+        limit: usize,
+    ) -> crate::BoxFuture<'_, Result<Vec<DueWork>, PartitionError>>;
 }

@@ -50,7 +50,8 @@ use std::sync::Arc;
 /// 5: the queue index is ordered by partition and request time; positions carry the
 ///    partition's fold state; the deadline index exists.
 /// 6: positions say whether the partition holds operations of an earlier id layout.
-pub const PROJECTION_FORMAT: u16 = 6;
+/// 7: the arbiters' projection keeps the deadline index (there is no consumers' store).
+pub const PROJECTION_FORMAT: u16 = 7;
 
 /// Why a projection was rebuilt at open instead of resumed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -253,7 +253,8 @@ impl Pending {
     /// most `limit`: the overlay's own, merged with what `scan_sled` finds — given a test for
     /// the ids the overlay decides, whose sled entries it must skip. The scan runs under the
     /// overlay's lock, so no commit arrives or leaves between the two reads and each id shows
-    /// at most once. (Only the consumers' store keeps deadlines: this never delays an answer.)
+    /// at most once. (A commit waits for the scan; it reads only due entries, at most `limit`, once
+    /// per recovery tick, so that wait stays short.)
     pub(super) fn due<E>(
         &self,
         partition: u32,
