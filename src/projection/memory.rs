@@ -6,12 +6,14 @@ use super::{Changes, Due, Position, ProjectionError, ProjectionStore, QueueSlice
 use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 #[derive(Default)]
 struct Maps {
-    records: BTreeMap<OperationId, OperationRecord>,
+    /// Hashed, not ordered: `audit` folds millions of operations through `get` and `commit`;
+    /// only `records` needs id order, and sorts.
+    records: HashMap<OperationId, OperationRecord>,
     positions: HashMap<u32, Position>,
     /// (partition, request time, id).
     queue: BTreeSet<(u32, u64, OperationId)>,
@@ -141,7 +143,8 @@ impl ProjectionStore for MemoryStore {
     fn records(
         &self,
     ) -> Box<dyn Iterator<Item = Result<OperationRecord, ProjectionError>> + Send + '_> {
-        let all: Vec<OperationRecord> = self.maps().records.values().cloned().collect();
+        let mut all: Vec<OperationRecord> = self.maps().records.values().cloned().collect();
+        all.sort_unstable_by_key(|r| r.id);
         Box::new(all.into_iter().map(Ok))
     }
 

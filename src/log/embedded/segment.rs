@@ -166,8 +166,9 @@ pub(crate) fn recover_partition(
         let mut reader = BufReader::with_capacity(SCAN_BUFFER_BYTES, file);
         let mut pos = 0u64;
         loop {
+            // The context is formatted only on failure: this runs once per frame.
             let bad = match frame::read_frame(&mut reader, len - pos, &mut body)
-                .map_err(io_err(ctx()))?
+                .map_err(|e| io_err(ctx())(e))?
             {
                 FrameRead::End => break,
                 FrameRead::Frame(h) if h.offset != expected => format!(
@@ -289,8 +290,9 @@ pub(crate) fn read_records(
             .map_err(io_err(ctx()))?;
         let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, file);
         loop {
+            // The context is formatted only on failure: this runs once per frame.
             match frame::read_frame(&mut reader, len.saturating_sub(position), &mut body)
-                .map_err(io_err(ctx()))?
+                .map_err(|e| io_err(ctx())(e))?
             {
                 FrameRead::End => break,
                 FrameRead::Bad(reason) => {
