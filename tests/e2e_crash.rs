@@ -188,10 +188,20 @@ async fn a_clean_stop_is_resumed_without_a_rebuild() {
     let server = Arc::into_inner(server).expect("sole owner");
     let config = server.config.clone();
     server.stop();
+    // What builds before projection format 7 kept beside the projection: a second fold's store.
+    let old = dir.path().join("data").join("consumers");
+    std::fs::create_dir_all(&old).expect("creates");
+    std::fs::write(old.join("db"), b"old").expect("writes");
+    std::fs::write(dir.path().join("data").join("consumers.clean"), b"").expect("writes");
     let server = Server::start_existing(dir.path(), &config);
     let log = server.stderr();
     assert!(log.contains("resuming from its applied offsets"), "{log}");
     assert!(!log.contains("rebuilding"), "{log}");
+    assert!(
+        !old.exists() && !dir.path().join("data").join("consumers.clean").exists(),
+        "the unused store of an earlier build is removed"
+    );
+    assert!(log.contains("removed the consumers' store"), "{log}");
     assert_eq!(ids.len(), WORKERS * EACH);
     for id in &ids {
         let (s, now) = server.get(TOKEN_A, &format!("/v1/operations/{id}")).await;

@@ -108,9 +108,10 @@ pub(super) fn open_projection(config: &Config, log: &AnyLog) -> Result<SledStore
 }
 
 /// Removes the consumers' store that builds before projection format 7 kept beside the
-/// projection (a second fold of the log); nothing reads it any more. Failing to remove it only
-/// wastes space, so that is logged, not fatal.
+/// projection (a second fold of the log), with its clean-stop marker; nothing reads them any
+/// more. Failing to remove them only wastes space, so that is logged, not fatal.
 pub(super) fn forget_consumers_store(config: &Config) {
+    let _ = std::fs::remove_file(config.data_dir.join("consumers.clean"));
     let old = config.data_dir.join("consumers");
     if old.is_dir() {
         match std::fs::remove_dir_all(&old) {
