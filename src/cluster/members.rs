@@ -113,9 +113,13 @@ impl Announcer {
     pub fn new(connection: &Connection, topic: &str, key: PeerKey) -> Result<Self, MembersError> {
         let producer = connection
             .client_config()
-            // Sent at once: about one announcement a second, so a batch holds one anyway
-            // (`[log.librdkafka]` applies here too, the test broker's workaround included).
             .set("linger.ms", "0")
+            // One announcement per request: some Kafka-protocol brokers (tansu 0.6) show a
+            // multi-record batch's later records only after the next append, and an
+            // announcement must be visible as soon as it is sent. It costs nothing on real
+            // Kafka (about one announcement a second), and the connection passes only security
+            // and socket settings from `[log.librdkafka]`, so a config cannot set it here.
+            .set("batch.num.messages", "1")
             .set("message.timeout.ms", "5000")
             .create()?;
         Ok(Self {
