@@ -89,10 +89,10 @@ pub enum PeerResponse {
     Record(Option<OperationRecord>),
     /// An operator-queue slice.
     Queue(QueueSlice),
-    /// Deadline-index entries that are due.
-    Due(Vec<DueWork>),
     /// The request could not be served.
     Refused(Refusal),
+    /// Deadline-index entries that are due (added after the others: see [`PEER_FORMAT`]).
+    Due(Vec<DueWork>),
 }
 
 /// Why a node could not serve a peer's request; each maps back to a [`PartitionError`].
@@ -269,6 +269,30 @@ mod tests {
         let (requests, _) = messages();
         let bytes = hex::decode(SUBMIT_V1_HEX.trim()).expect("fixture is hex");
         assert_eq!(decode::<PeerRequest>(&bytes).expect("decodes"), requests[0]);
+    }
+
+    /// The format-1 encoding of every request and response above, one hex line each, frozen:
+    /// variants keep their place (a new one only ever goes at the end), so nodes of different
+    /// builds of format 1 read each other.
+    const MESSAGES_V1_HEX: &str = include_str!("../../schemas/fixtures/peer-messages-v1.hex");
+
+    #[test]
+    fn every_frozen_format_1_message_still_decodes_and_encodes_the_same() {
+        let (requests, responses) = messages();
+        let lines: Vec<Vec<u8>> = MESSAGES_V1_HEX
+            .lines()
+            .map(|l| hex::decode(l.trim()).expect("fixture is hex"))
+            .collect();
+        assert_eq!(lines.len(), requests.len() + responses.len());
+        let (frozen_requests, frozen_responses) = lines.split_at(requests.len());
+        for (m, bytes) in requests.iter().zip(frozen_requests) {
+            assert_eq!(&decode::<PeerRequest>(bytes).expect("decodes"), m);
+            assert_eq!(&encode(m), bytes, "{m:?}");
+        }
+        for (m, bytes) in responses.iter().zip(frozen_responses) {
+            assert_eq!(&decode::<PeerResponse>(bytes).expect("decodes"), m);
+            assert_eq!(&encode(m), bytes, "{m:?}");
+        }
     }
 
     #[test]
