@@ -20,14 +20,17 @@ use crate::core::decision::Decision;
 use crate::core::event::{EventBody, Evidence, EvidenceReport, RecoveryStart};
 use crate::core::key::OperationId;
 use crate::core::operation::{OpState, OperationRecord};
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, LedgerError};
 use crate::partition::ownership::Ownership;
-use crate::partition::{Answer, DueWork};
+use crate::partition::{Answer, DueWork, PartitionError};
 use crate::status::SharedStatusClient;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, watch};
+
+/// The least time a partition's owner is given to say what is due, however short the tick.
+pub const ASK_TIMEOUT_MIN: Duration = Duration::from_secs(1);
 
 /// What one tick did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -121,20 +124,52 @@ impl Recovery {
         report
     }
 
-    /// The work due at `now_ms` in stable order, at most `scan_batch` of it, how many index
-    /// entries were read to find it, and how many partitions could not be asked.
-    pub async fn due(&self, now_ms: u64) -> (Vec<DueWork>, usize, usize) {
+    /// The work due at `now_ms` in stable order (each with the partition it was found in), at
+    /// most `scan_batch` of it, how many index entries were read to find it, and how many
+    /// partitions could not be asked. The partitions are asked at once, each given at most a
+    /// tick (at least [`ASK_TIMEOUT_MIN`]): an owner that hangs delays only its own partition.
+    pub async fn due(&self, now_ms: u64) -> (Vec<(DueWork, u32)>, usize, usize) {
         let batch = self.options.scan_batch;
         // Entries still held (acted on, not yet applied) are skipped below: read past them.
         let held = lock(&self.acted).len();
+        let wait = self.options.tick.max(ASK_TIMEOUT_MIN);
+        let mut asked = tokio::task::JoinSet::new();
+        for partition in self.ownership.served() {
+            let ledger = self.ledger.clone();
+            asked.spawn(async move {
+                let due =
+                    tokio::time::timeout(wait, ledger.due_in(partition, now_ms, batch + held));
+                (partition, due.await)
+            });
+        }
         let mut found = Vec::new();
         let mut unreachable = 0;
-        for partition in self.ownership.served() {
-            match self.ledger.due_in(partition, now_ms, batch + held).await {
-                Ok(due) => found.extend(due),
-                Err(e) => {
+        while let Some(joined) = asked.join_next().await {
+            let Ok((partition, answer)) = joined else {
+                unreachable += 1;
+                continue;
+            };
+            match answer {
+                Ok(Ok(due)) => found.extend(due.into_iter().map(|d| (d, partition))),
+                // Its owner is starting or moving: usual for a moment, and asked again.
+                Ok(Err(LedgerError::OwnerUnavailable(PartitionError::NotServing { .. }))) => {
+                    unreachable += 1;
+                    tracing::debug!(
+                        partition,
+                        "recovery: the partition has no serving owner yet"
+                    );
+                }
+                Ok(Err(e)) => {
                     unreachable += 1;
                     tracing::warn!(partition, error = %e, "recovery: cannot ask the partition what is due; asking again next tick");
+                }
+                Err(_) => {
+                    unreachable += 1;
+                    tracing::warn!(
+                        partition,
+                        wait_ms = wait.as_millis() as u64,
+                        "recovery: the partition's owner did not say what is due in time; asking again next tick"
+                    );
                 }
             }
         }
@@ -144,18 +179,20 @@ impl Recovery {
         let now = Instant::now();
         acted.retain(|_, (_, until)| *until > now);
         // The arbiter has not yet applied what this consumer did about these entries.
-        found.retain(|w| acted.get(&w.id).is_none_or(|(due, _)| *due != w.due_ms));
+        found.retain(|(w, _)| acted.get(&w.id).is_none_or(|(due, _)| *due != w.due_ms));
         found.truncate(batch);
         (found, examined, unreachable)
     }
 
-    async fn work(&self, item: DueWork) {
-        let record = match self.ledger.record_for(item.id).await {
+    async fn work(&self, (item, partition): (DueWork, u32)) {
+        let record = match self.ledger.record_in(partition, item.id).await {
             Ok(Some(record)) => record,
-            Ok(None) => return,
+            // Gone, or not readable now: look again next tick, not at once, so an entry that
+            // cannot be worked never crowds out the others.
+            Ok(None) => return self.hold(&item, self.options.tick),
             Err(e) => {
                 tracing::warn!(operation = %item.id, error = %e, "recovery: cannot read the record");
-                return;
+                return self.hold(&item, self.options.tick);
             }
         };
         let answer = match item.kind {
@@ -171,6 +208,11 @@ impl Recovery {
             Some(Decision::Accepted) => self.options.lease,
             _ => self.options.tick,
         };
+        self.hold(&item, hold);
+    }
+
+    /// Skips `item` (this due time of its operation) for `hold`.
+    fn hold(&self, item: &DueWork, hold: Duration) {
         lock(&self.acted).insert(item.id, (item.due_ms, Instant::now() + hold));
     }
 

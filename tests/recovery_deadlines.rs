@@ -11,8 +11,9 @@ use opledger::consumers::recovery::Recovery;
 use opledger::consumers::runner::ConsumersRunner;
 use opledger::core::deadline::{Deadline, DeadlineKind};
 use opledger::core::event::BusinessResult;
-use opledger::core::key::ScopedHash;
+use opledger::core::key::{OperationId, ScopedHash};
 use opledger::core::operation::{OpState, OperationRecord};
+use opledger::core::partition::PartitionState;
 use opledger::ledger::{ClaimInput, Claimed, Ledger};
 use opledger::log::memory::MemoryLog;
 use opledger::log::model::partition_for;
@@ -208,5 +209,111 @@ async fn a_million_settled_operations_do_not_slow_finding_a_hundred_stuck_leases
         manual(&shared),
         STUCK as usize,
         "every lapsed lease of an unqueryable tool went to a person within two ticks"
+    );
+}
+
+/// An operation of the earlier id layout (its id names no partition) whose retention lapsed,
+/// on a node that is not alone on its log: recovery finds it in its partition's index and
+/// reads it from that partition, not from the one its id seems to name, and retention
+/// expires it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_expires_an_operation_with_a_legacy_id_on_a_shared_log() {
+    let clock = ManualClock::new(T0);
+    let log = Arc::new(MemoryLog::new(PARTITIONS, clock.clone()).expect("log"));
+    let store: SharedStore = Arc::new(MemoryStore::new());
+    // Found where its scope's partition is, under an id whose partition key says another.
+    let (scope, partition) = (0u8..)
+        .map(|n| {
+            let scope = ScopedHash([n; 32]);
+            (scope, partition_for(&scope.0, PARTITIONS))
+        })
+        .find(|(scope, p)| {
+            let id = OperationId::legacy(scope);
+            opledger::log::model::partition_of_key(id.partition_key(), PARTITIONS) != *p
+        })
+        .expect("some legacy id names another partition");
+    let completed = OpState::Completed {
+        result: BusinessResult {
+            resource_ref: "msg-old".into(),
+            status: 201,
+            headers: Default::default(),
+        },
+    };
+    let terms = conformance::unsafe_terms();
+    let settled_at = T0 - terms.retention_ms - 1_000;
+    let mut record = conformance::record_of(scope, "messages.send", terms, completed, settled_at);
+    record.id = OperationId::legacy(&scope);
+    let changes = Changes {
+        deadlines: vec![DeadlineChange {
+            id: record.id,
+            from: None,
+            to: Some(Deadline {
+                due_ms: settled_at + record.terms.retention_ms,
+                kind: DeadlineKind::Retention,
+            }),
+        }],
+        records: vec![record.clone()],
+        ..Changes::default()
+    };
+    let legacy = Position {
+        next_offset: 0,
+        state: PartitionState {
+            legacy_ids: true,
+            ..PartitionState::default()
+        },
+    };
+    store
+        .commit(partition, legacy, changes)
+        .await
+        .expect("commits");
+
+    let ownership = Arc::new(Ownership::new(PARTITIONS));
+    let consuming = Arc::new(Ownership::new(PARTITIONS));
+    let shared = Arc::new(Shared {
+        log: log.clone(),
+        store: store.clone(),
+        replies: Arc::new(Replies::with_node(1)),
+        ownership: ownership.clone(),
+        decision_wait: Duration::from_secs(10),
+        sole: false,
+    });
+    let arbiters = Arc::new(ArbiterRunner {
+        shared: shared.clone(),
+        owner: "node-1".into(),
+        observers: Vec::new(),
+        changed: Arc::new(Notify::new()),
+    });
+    let consumers = Arc::new(ConsumersRunner {
+        ownership: consuming.clone(),
+    });
+    let (_stop, stopped) = watch::channel(false);
+    for p in 0..PARTITIONS {
+        ownership.set_assigned(p, true);
+        consuming.set_assigned(p, true);
+        tokio::spawn(arbiters.clone().run(p, stopped.clone()));
+        tokio::spawn(consumers.clone().run(p, stopped.clone()));
+        ownership.started_serving(p).await;
+        consuming.started_serving(p).await;
+    }
+    let router = Arc::new(Router::new(
+        LocalPartition::all(shared.clone()),
+        ownership.clone(),
+        None,
+    ));
+    let ledger = Arc::new(Ledger::new(router, config().tools.clone()));
+    let recovery = Arc::new(Recovery::new(
+        consuming,
+        ledger,
+        Arc::new(MemoryStatus::default()),
+        clock.clone(),
+        RecoveryOptions::default(),
+    ));
+    let tick = recovery.tick().await;
+    assert_eq!((tick.examined, tick.acted, tick.unreachable), (1, 1, 0));
+    let now = store.get(&record.id).expect("reads").expect("kept");
+    assert!(
+        matches!(now.state, OpState::Expired { .. }),
+        "retention expired it: {:?}",
+        now.state
     );
 }

@@ -262,13 +262,16 @@ impl Ledger {
             .await?)
     }
 
-    /// The latest record of operation `id` for a consumer (no principal's view: consumers act
-    /// for the ledger itself).
-    pub async fn record_for(
+    /// The latest record of operation `id` of `partition` for a consumer (no principal's view:
+    /// consumers act for the ledger itself). Asked of the partition the consumer found it in,
+    /// not the one its id names: an id of the earlier layout names none.
+    pub async fn record_in(
         &self,
+        partition: u32,
         id: OperationId,
     ) -> Result<Option<OperationRecord>, LedgerError> {
-        self.read(id).await
+        let partition = self.router.partition(partition)?;
+        Ok(partition.read(Lookup::Id(id)).await?)
     }
 
     /// The operator queue, oldest request first: at most `limit` operations waiting for a
