@@ -101,7 +101,7 @@ impl Metrics {
             "1 if this node serves the partition now, else 0",
             partition_served.clone(),
         );
-        // How far each arbiter has applied its partition (with the log's end: its lag).
+        // How far each arbiter has applied its partition.
         let fold_position = Family::<FoldLabels, Gauge>::default();
         registry.register(
             "fold_position",

@@ -90,12 +90,13 @@ pub(super) fn projection_dir(config: &Config) -> PathBuf {
 /// Opens the arbiters' projection, checked against the log; one that fails the check is moved
 /// aside and rebuilt from the log, and the log line says why.
 pub(super) fn open_projection(config: &Config, log: &AnyLog) -> Result<SledStore, NodeError> {
-    forget_consumers_store(config);
     let (opened, reset) = SledStore::open(
         &projection_dir(config),
         config.projection_cache_bytes,
         identity(log),
     )?;
+    // Only once this process holds the projection: never under a node still running here.
+    forget_consumers_store(config);
     match &reset {
         Reset::None => tracing::info!("projection opened; resuming from its applied offsets"),
         Reset::Fresh => tracing::info!("projection new; applying the log from the start"),

@@ -73,8 +73,8 @@ pub async fn rebuild(
     let log = open_log(config).await?;
     let identity = super::open::identity(&log);
     let dir = projection_dir(config);
-    forget_consumers_store(config);
     let projection = SledStore::reset(&dir, config.projection_cache_bytes, identity)?;
+    forget_consumers_store(config);
     let store: SharedStore = Arc::new(projection.clone());
     let events = catch_up_all(&log, &store, progress).await?;
     projection.flush_now()?;

@@ -16,6 +16,10 @@ use crate::projection::{QueueSlice, SharedStore};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Most deadline-index entries of one kind a partition lists per `due` call. Recovery works
+/// far fewer at once (its `concurrency`), and a backlog is listed again next tick.
+pub const DUE_PER_KIND_MAX: usize = 1024;
+
 /// How long a caller waits for the arbiter's decision after its event is durable.
 pub const DECISION_WAIT_DEFAULT: Duration = Duration::from_secs(10);
 
@@ -200,6 +204,9 @@ impl<L: EventLog> LocalPartition<L> {
 
     fn due_now(&self, until_ms: u64, limit: usize) -> Result<Vec<DueWork>, PartitionError> {
         self.check_serving()?;
+        // The store reads the index under the lock its commits take: keep each read short,
+        // whatever a caller (or a peer) asks for.
+        let limit = limit.min(DUE_PER_KIND_MAX);
         let mut found = Vec::new();
         for kind in DeadlineKind::ALL {
             let due = self
@@ -274,6 +281,58 @@ mod tests {
             decision_wait: Duration::from_millis(50),
             sole: true,
         }
+    }
+
+    #[tokio::test]
+    async fn a_partition_lists_at_most_its_cap_of_due_entries_whatever_is_asked() {
+        use crate::core::deadline::Deadline;
+        use crate::projection::{Changes, DeadlineChange, Position};
+        let shared = Arc::new(shared());
+        let lapsed = |n: u32| DeadlineChange {
+            id: OperationId([
+                n as u8,
+                (n >> 8) as u8,
+                1,
+                1,
+                1,
+                1,
+                1,
+                1,
+                1,
+                1,
+                1,
+                1,
+                1,
+                1,
+                1,
+                1,
+            ]),
+            from: None,
+            to: Some(Deadline {
+                due_ms: 500,
+                kind: DeadlineKind::Lease,
+            }),
+        };
+        let changes = Changes {
+            deadlines: (0..DUE_PER_KIND_MAX as u32 + 10).map(lapsed).collect(),
+            ..Changes::default()
+        };
+        shared
+            .store
+            .commit(0, Position::default(), changes)
+            .await
+            .expect("commits");
+        let partition = &LocalPartition::all(shared)[0];
+        let due = partition.due(1_000, usize::MAX).await.expect("lists");
+        assert_eq!(due.len(), DUE_PER_KIND_MAX);
+        assert_eq!(partition.due(1_000, 3).await.expect("lists").len(), 3);
+        assert!(
+            partition
+                .due(499, usize::MAX)
+                .await
+                .expect("lists")
+                .is_empty()
+        );
     }
 
     #[tokio::test]

@@ -150,7 +150,8 @@ pub trait Partition: Send + Sync {
     fn queue(&self, limit: usize) -> crate::BoxFuture<'_, Result<QueueSlice, PartitionError>>;
 
     /// The partition's deadline-index entries due at or before `until_ms`: of each kind the
-    /// earliest `limit` (then by id). Reads only due entries, however long the history.
+    /// earliest `limit` (then by id), and never more than [`local::DUE_PER_KIND_MAX`] per call.
+    /// Reads only due entries, however long the history.
     fn due(
         &self,
         until_ms: u64,

@@ -253,8 +253,9 @@ impl Pending {
     /// most `limit`: the overlay's own, merged with what `scan_sled` finds — given a test for
     /// the ids the overlay decides, whose sled entries it must skip. The scan runs under the
     /// overlay's lock, so no commit arrives or leaves between the two reads and each id shows
-    /// at most once. (A commit waits for the scan; it reads only due entries, at most `limit`, once
-    /// per recovery tick, so that wait stays short.)
+    /// at most once. Commits of every partition wait for the scan meanwhile: callers keep
+    /// `limit` small (a partition lists at most 1,024 per kind per call) — except the
+    /// arbiter's scan of every running lease when its partition changes owner, which is rare.
     pub(super) fn due<E>(
         &self,
         partition: u32,
