@@ -165,9 +165,10 @@ impl PartitionWriter {
 
     /// Makes everything written so far durable (`fdatasync` of the current segment).
     pub fn sync(&mut self) -> Result<(), LogError> {
+        // The context is formatted only on failure: this runs every round.
         self.file
             .sync_data()
-            .map_err(io_err(format!("syncing {}", self.segment_path().display())))
+            .map_err(|e| io_err(format!("syncing {}", self.segment_path().display()))(e))
     }
 
     /// Publishes synced frames to readers and waiters and returns their acknowledgements.
@@ -190,7 +191,7 @@ impl PartitionWriter {
         }
         self.file
             .write_all(buf)
-            .map_err(io_err(format!("writing {}", self.segment_path().display())))?;
+            .map_err(|e| io_err(format!("writing {}", self.segment_path().display()))(e))?;
         self.segment_len += buf.len() as u64;
         buf.clear();
         Ok(())
