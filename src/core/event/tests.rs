@@ -1,0 +1,206 @@
+//! Tests of the event envelope's encoding.
+
+use super::*;
+use crate::core::contract::{LossLevel, ToolClass};
+use crate::core::fingerprint::{Category, FINGERPRINT_VERSION};
+
+/// A fixed claim envelope, used by the fixture test below and by other modules' tests.
+pub(crate) fn sample_claim() -> Envelope {
+    Envelope {
+        scope: ScopedHash([7; 32]),
+        operation_id: OperationId([9; 16]),
+        reply_to: Some(ReplyTo {
+            node: 1,
+            request: 2,
+        }),
+        body: EventBody::Claimed(Claim {
+            principal: "agent-a".into(),
+            tool: "payments.charge".into(),
+            holder: "worker-7".into(),
+            fingerprint: Fingerprint {
+                version: FINGERPRINT_VERSION,
+                parts: vec![(Category::Amount, [1; 32])],
+            },
+            parent: None,
+            terms: ContractTerms {
+                class: ToolClass::Keyed,
+                loss: LossLevel::High,
+                lease_ms: 30_000,
+                retention_ms: 172_800_000,
+                queryable: true,
+                accept_unknown_risk: false,
+            },
+        }),
+    }
+}
+
+/// The v1 encoding of [`sample_claim`], frozen when v1 was defined. Every later build must
+/// still decode it (STYLE: fixtures of every past version stay decodable).
+const SAMPLE_CLAIM_V1_HEX: &str = include_str!("../../../schemas/fixtures/claim-v1.hex");
+
+#[test]
+fn given_a_record_key_when_checked_then_only_its_scope_with_either_id_derivation_belongs() {
+    let scope = ScopedHash([3; 32]);
+    let with = |operation_id| Envelope {
+        scope,
+        operation_id,
+        ..sample_claim()
+    };
+    assert!(with(OperationId::for_scope(&scope)).belongs_under(&scope.0));
+    assert!(
+        with(OperationId::legacy(&scope)).belongs_under(&scope.0),
+        "events of earlier builds stay valid"
+    );
+    assert!(!with(OperationId([9; 16])).belongs_under(&scope.0));
+    assert!(!with(OperationId::for_scope(&scope)).belongs_under(&[4; 32]));
+}
+
+#[test]
+fn given_an_envelope_when_encoded_and_decoded_then_it_round_trips_at_the_current_version() {
+    let env = sample_claim();
+    let bytes = encode(&env).expect("encodes");
+    assert_eq!(&bytes[..2], &EVENT_SCHEMA_VERSION.to_le_bytes());
+    let (back, version) = decode(&bytes).expect("decodes");
+    assert_eq!(back, env);
+    assert_eq!(version, EVENT_SCHEMA_VERSION);
+}
+
+#[test]
+fn given_the_frozen_v1_fixture_when_decoded_then_it_is_the_sample_claim() {
+    let bytes = hex::decode(SAMPLE_CLAIM_V1_HEX.trim()).expect("fixture is hex");
+    let (env, version) = decode(&bytes).expect("v1 fixture decodes");
+    assert_eq!(version, 1);
+    assert_eq!(env, sample_claim());
+}
+
+#[test]
+fn given_an_unknown_version_when_decoded_then_it_is_rejected_explicitly() {
+    let mut bytes = encode(&sample_claim()).expect("encodes");
+    bytes[..2].copy_from_slice(&99u16.to_le_bytes());
+    assert!(matches!(
+        decode(&bytes),
+        Err(DecodeError::UnsupportedVersion(99))
+    ));
+}
+
+#[test]
+fn given_truncated_or_padded_bytes_when_decoded_then_they_are_rejected() {
+    let bytes = encode(&sample_claim()).expect("encodes");
+    assert!(matches!(
+        decode(&bytes[..1]),
+        Err(DecodeError::Truncated(1))
+    ));
+    assert!(matches!(
+        decode(&bytes[..bytes.len() - 3]),
+        Err(DecodeError::Body { version: 1, .. })
+    ));
+    let mut padded = bytes.clone();
+    padded.extend([0, 0, 0]);
+    assert!(matches!(
+        decode(&padded),
+        Err(DecodeError::Trailing {
+            version: 1,
+            extra: 3
+        })
+    ));
+}
+
+#[test]
+fn given_a_payload_over_the_bound_when_decoded_then_too_large_and_at_the_bound_it_is_read() {
+    assert_eq!(EVENT_BYTES_MAX, 262_144, "the bound is pinned: 256 KiB");
+    let mut at_bound = encode(&sample_claim()).expect("encodes");
+    at_bound.resize(EVENT_BYTES_MAX, 0);
+    assert!(
+        matches!(decode(&at_bound), Err(DecodeError::Trailing { .. })),
+        "a payload of exactly the bound is read (and its padding refused)"
+    );
+    at_bound.push(0);
+    assert!(matches!(
+        decode(&at_bound),
+        Err(DecodeError::TooLarge(n)) if n == EVENT_BYTES_MAX + 1
+    ));
+}
+
+#[test]
+fn every_event_type_has_its_stable_name() {
+    use crate::core::event::{Completion, Transition};
+    let by = Transition {
+        holder: "w".into(),
+        expected_version: None,
+    };
+    let claim = match sample_claim().body {
+        EventBody::Claimed(c) => c,
+        _ => unreachable!("the sample is a claim"),
+    };
+    let named = [
+        (EventBody::Claimed(claim.clone()), "claimed"),
+        (EventBody::Heartbeat(by.clone()), "heartbeat"),
+        (
+            EventBody::Completed(Completion {
+                by: by.clone(),
+                result: BusinessResult {
+                    resource_ref: "r".into(),
+                    status: 200,
+                    headers: Default::default(),
+                },
+            }),
+            "completed",
+        ),
+        (
+            EventBody::Failed(Failure {
+                by: by.clone(),
+                kind: FailureKind::Definite,
+                code: "c".into(),
+            }),
+            "failed",
+        ),
+        (EventBody::UnknownReported(by), "unknown_reported"),
+        (
+            EventBody::TakenOver(OperatorAction {
+                operator: "o".into(),
+                expected_version: None,
+            }),
+            "taken_over",
+        ),
+        (
+            EventBody::Resolved(Resolution {
+                by: OperatorAction {
+                    operator: "o".into(),
+                    expected_version: None,
+                },
+                outcome: ResolvedOutcome::NotExecuted,
+            }),
+            "resolved",
+        ),
+        (
+            EventBody::RecoveryStarted(RecoveryStart {
+                recoverer: "r".into(),
+                lease_ms: 1,
+            }),
+            "recovery_started",
+        ),
+        (
+            EventBody::EvidenceReported(EvidenceReport {
+                recoverer: "r".into(),
+                evidence: Evidence::Absent,
+            }),
+            "evidence_reported",
+        ),
+        (
+            EventBody::CompensationClaimed(CompensationClaim {
+                claim,
+                original: OperationId([1; 16]),
+                resource_changed: false,
+            }),
+            "compensation_claimed",
+        ),
+        (EventBody::ExpiryRequested, "expiry_requested"),
+        (
+            EventBody::OwnerChanged(OwnerChange { owner: "n".into() }),
+            "owner_changed",
+        ),
+    ];
+    for (body, name) in named {
+        assert_eq!(body.type_name(), name);
+    }
+}
