@@ -1,9 +1,13 @@
 //! Events: the versioned envelope every operation transition is written in, and its encoding.
 //!
 //! Wire form of an event payload: `[schema version: u16 little-endian][bincode 2 (standard config)
-//! of the version's envelope]`. The log's frame carries the offset and the log's timestamp, which
-//! enter the core as data in [`LoggedEvent`]. Older schema versions are upcast on decode; an
-//! unknown version is rejected explicitly, never guessed at. See `schemas/events-v1.md`.
+//! of the version's envelope]`. The types here are the live ones the state machine uses; what is
+//! written and read are the frozen wire types of a version (`v1`), converted to and from these.
+//! The log's frame carries the offset and the log's timestamp, which enter the core as data in
+//! [`LoggedEvent`]. Older schema versions are upcast on decode; an unknown version is rejected
+//! explicitly, never guessed at. See `schemas/events-v1.md`.
+
+mod v1;
 
 use crate::core::contract::ContractTerms;
 use crate::core::fingerprint::Fingerprint;
@@ -318,7 +322,8 @@ fn bincode_config() -> impl bincode::config::Config {
 /// Encodes an envelope with the current schema version.
 pub fn encode(envelope: &Envelope) -> Result<Vec<u8>, EncodeError> {
     let mut out = EVENT_SCHEMA_VERSION.to_le_bytes().to_vec();
-    let body = bincode::serde::encode_to_vec(envelope, bincode_config())?;
+    let wire = v1::Envelope::from(envelope);
+    let body = bincode::serde::encode_to_vec(&wire, bincode_config())?;
     out.extend_from_slice(&body);
     Ok(out)
 }
@@ -334,10 +339,10 @@ pub fn decode(payload: &[u8]) -> Result<(Envelope, u16), DecodeError> {
         .ok_or(DecodeError::Truncated(payload.len()))?;
     let version = u16::from_le_bytes(*prefix);
     match version {
-        // Version 1 is the current envelope. A future v2 adds an arm that decodes the v1 shape
-        // (kept in a `v1` module) and upcasts it.
+        // Version 1 is the current version. A v2 adds its own module and arm; this one keeps
+        // decoding v1 and converting (upcasting) it to the live envelope.
         1 => {
-            let (envelope, used): (Envelope, usize) =
+            let (wire, used): (v1::Envelope, usize) =
                 bincode::serde::decode_from_slice(body, bincode_config())
                     .map_err(|source| DecodeError::Body { version, source })?;
             if used != body.len() {
@@ -346,7 +351,7 @@ pub fn decode(payload: &[u8]) -> Result<(Envelope, u16), DecodeError> {
                     extra: body.len() - used,
                 });
             }
-            Ok((envelope, version))
+            Ok((wire.into(), version))
         }
         other => Err(DecodeError::UnsupportedVersion(other)),
     }

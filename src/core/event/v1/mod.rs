@@ -1,0 +1,182 @@
+//! Schema version 1 of events, frozen: the wire types exactly as version 1 encodes them
+//! (bincode 2, standard config; enum variants by position), apart from the types the state
+//! machine uses, with conversions both ways. Never edit a type here: a change of the event
+//! format is a new version module, and this one keeps decoding what was written as version 1
+//! (`schemas/fixtures/events-v1.hex` holds one event of every type). The live types may change
+//! freely as long as these conversions still hold.
+
+mod convert;
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The envelope of one version-1 event.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Envelope {
+    scope: [u8; 32],
+    operation_id: [u8; 16],
+    reply_to: Option<ReplyTo>,
+    body: EventBody,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ReplyTo {
+    node: u64,
+    request: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+enum EventBody {
+    Claimed(Claim),
+    Heartbeat(Transition),
+    Completed(Completion),
+    Failed(Failure),
+    UnknownReported(Transition),
+    TakenOver(OperatorAction),
+    Resolved(Resolution),
+    RecoveryStarted(RecoveryStart),
+    EvidenceReported(EvidenceReport),
+    CompensationClaimed(CompensationClaim),
+    ExpiryRequested,
+    OwnerChanged(OwnerChange),
+}
+
+#[derive(Serialize, Deserialize)]
+struct Claim {
+    principal: String,
+    tool: String,
+    holder: String,
+    fingerprint: FingerprintV1,
+    parent: Option<[u8; 16]>,
+    terms: Terms,
+}
+
+#[derive(Serialize, Deserialize)]
+struct FingerprintV1 {
+    version: u16,
+    parts: Vec<(CategoryV1, [u8; 32])>,
+}
+
+#[derive(Clone, Copy, Serialize, Deserialize)]
+enum CategoryV1 {
+    Amount,
+    Recipient,
+    Target,
+    Body,
+    Upstream,
+    Other,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Terms {
+    class: Class,
+    loss: Loss,
+    lease_ms: u64,
+    retention_ms: u64,
+    queryable: bool,
+    accept_unknown_risk: bool,
+}
+
+#[derive(Clone, Copy, Serialize, Deserialize)]
+enum Class {
+    Read,
+    Natural,
+    Keyed,
+    Unsafe,
+}
+
+#[derive(Clone, Copy, Serialize, Deserialize)]
+enum Loss {
+    Low,
+    High,
+}
+
+#[derive(Serialize, Deserialize)]
+struct OwnerChange {
+    owner: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct OperatorAction {
+    operator: String,
+    expected_version: Option<u64>,
+}
+
+#[derive(Serialize, Deserialize)]
+enum ResolvedOutcome {
+    Completed(BusinessResult),
+    NotExecuted,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Resolution {
+    by: OperatorAction,
+    outcome: ResolvedOutcome,
+}
+
+#[derive(Serialize, Deserialize)]
+struct CompensationClaim {
+    claim: Claim,
+    original: [u8; 16],
+    resource_changed: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+struct RecoveryStart {
+    recoverer: String,
+    lease_ms: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+enum Evidence {
+    Found {
+        result: BusinessResult,
+        fields: Option<FingerprintV1>,
+    },
+    Failed {
+        code: String,
+    },
+    Absent,
+    Inconclusive {
+        reason: String,
+        retry_after_ms: Option<u64>,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+struct EvidenceReport {
+    recoverer: String,
+    evidence: Evidence,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Transition {
+    holder: String,
+    expected_version: Option<u64>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct BusinessResult {
+    resource_ref: String,
+    status: u16,
+    headers: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Completion {
+    by: Transition,
+    result: BusinessResult,
+}
+
+#[derive(Clone, Copy, Serialize, Deserialize)]
+enum FailureKind {
+    Definite,
+    NotAccepted,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Failure {
+    by: Transition,
+    kind: FailureKind,
+    code: String,
+}
