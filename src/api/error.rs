@@ -79,3 +79,93 @@ impl From<LedgerError> for ApiError {
         Self::new(status, code, e.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::fingerprint::FingerprintError;
+    use crate::core::input::InputError;
+    use crate::core::key::KeyError;
+    use crate::partition::PartitionError;
+    use crate::projection::ProjectionError;
+
+    #[test]
+    fn every_ledger_error_has_a_pinned_status_and_code() {
+        let moved = || PartitionError::NotServing { partition: 1 };
+        let pinned: Vec<(LedgerError, u16, &str)> = vec![
+            (LedgerError::MissingKey, 400, "missing_key"),
+            (LedgerError::Key(KeyError::Empty), 400, "invalid_key"),
+            (LedgerError::UnknownTool, 400, "unknown_tool"),
+            (LedgerError::ToolNotAllowed, 403, "tool_not_allowed"),
+            (
+                LedgerError::Input(InputError {
+                    field: "holder",
+                    rule: "visible ASCII".into(),
+                }),
+                400,
+                "invalid_field",
+            ),
+            (
+                LedgerError::Fingerprint(FingerprintError::RequestNotObject),
+                400,
+                "invalid_request",
+            ),
+            (LedgerError::UnknownParent, 400, "unknown_parent"),
+            (LedgerError::ParentNotCompleted, 409, "parent_not_completed"),
+            (LedgerError::NotFound, 404, "not_found"),
+            (LedgerError::Unavailable("disk".into()), 503, "unavailable"),
+            (LedgerError::DecisionTimeout, 503, "decision_timeout"),
+            (
+                LedgerError::OwnerUnavailable(moved()),
+                503,
+                "owner_unavailable",
+            ),
+            (
+                LedgerError::Projection(ProjectionError::Thread("stopped".into())),
+                500,
+                "projection_error",
+            ),
+            (LedgerError::Misrouted(moved()), 500, "misrouted"),
+            (LedgerError::NoCompensation, 409, "no_compensation"),
+            (LedgerError::OriginalNotSettled, 409, "original_not_settled"),
+            (
+                LedgerError::NothingToCompensate,
+                409,
+                "nothing_to_compensate",
+            ),
+        ];
+        // Exhaustive: a new error does not compile here until it is pinned above.
+        let listed = |e: &LedgerError| match e {
+            LedgerError::MissingKey
+            | LedgerError::Key(_)
+            | LedgerError::UnknownTool
+            | LedgerError::ToolNotAllowed
+            | LedgerError::Input(_)
+            | LedgerError::Fingerprint(_)
+            | LedgerError::UnknownParent
+            | LedgerError::ParentNotCompleted
+            | LedgerError::NotFound
+            | LedgerError::Unavailable(_)
+            | LedgerError::DecisionTimeout
+            | LedgerError::OwnerUnavailable(_)
+            | LedgerError::Projection(_)
+            | LedgerError::Misrouted(_)
+            | LedgerError::NoCompensation
+            | LedgerError::OriginalNotSettled
+            | LedgerError::NothingToCompensate => true,
+        };
+        let mut codes = std::collections::BTreeSet::new();
+        for (error, status, code) in pinned {
+            assert!(listed(&error));
+            let retriable = error.retriable();
+            let answer = ApiError::from(error);
+            assert_eq!((answer.status.as_u16(), answer.code), (status, code));
+            assert_eq!(
+                retriable,
+                status == 503,
+                "{code}: 503 exactly when retriable"
+            );
+            assert!(codes.insert(code), "code {code} used twice");
+        }
+    }
+}

@@ -139,3 +139,104 @@ impl Rejection {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every rejection, in number order. A new variant does not compile in `pinned` below until
+    /// it is listed here with its code and its next unused number.
+    const PINNED: [(Rejection, &str, u16); 16] = [
+        (Rejection::UnknownOperation, "unknown_operation", 1),
+        (
+            Rejection::StaleVersion {
+                expected: 1,
+                current: 2,
+            },
+            "stale_version",
+            2,
+        ),
+        (Rejection::NotHolder, "not_holder", 3),
+        (Rejection::AlreadyFinished, "already_finished", 4),
+        (Rejection::LeaseExpired, "lease_expired", 5),
+        (Rejection::NotRunning, "not_running", 6),
+        (Rejection::NothingToTakeOver, "nothing_to_take_over", 7),
+        (Rejection::TakenOverByAnother, "taken_over_by_another", 8),
+        (Rejection::NotTakenOver, "not_taken_over", 9),
+        (Rejection::NothingToRecover, "nothing_to_recover", 10),
+        (Rejection::LeaseLive, "lease_live", 11),
+        (Rejection::RecoveryInProgress, "recovery_in_progress", 12),
+        (Rejection::NotDue, "not_due", 13),
+        (Rejection::NotRecoverer, "not_recoverer", 14),
+        (Rejection::NotExpired, "not_expired", 15),
+        (Rejection::NotSettled, "not_settled", 16),
+    ];
+
+    #[test]
+    fn given_every_rejection_then_its_code_and_number_are_pinned_and_never_reused() {
+        let pinned = |r: Rejection| match r {
+            Rejection::UnknownOperation
+            | Rejection::StaleVersion { .. }
+            | Rejection::NotHolder
+            | Rejection::AlreadyFinished
+            | Rejection::LeaseExpired
+            | Rejection::NotRunning
+            | Rejection::NothingToTakeOver
+            | Rejection::TakenOverByAnother
+            | Rejection::NotTakenOver
+            | Rejection::NothingToRecover
+            | Rejection::LeaseLive
+            | Rejection::RecoveryInProgress
+            | Rejection::NotDue
+            | Rejection::NotRecoverer
+            | Rejection::NotExpired
+            | Rejection::NotSettled => PINNED.iter().any(|(p, ..)| p.number() == r.number()),
+        };
+        let mut numbers = std::collections::BTreeSet::new();
+        let mut codes = std::collections::BTreeSet::new();
+        for (rejection, code, number) in PINNED {
+            assert!(pinned(rejection));
+            assert_eq!((rejection.code(), rejection.number()), (code, number));
+            assert!(numbers.insert(number), "number {number} used twice");
+            assert!(codes.insert(code), "code {code} used twice");
+        }
+    }
+
+    #[test]
+    fn given_every_decision_then_its_public_code_is_pinned() {
+        let pinned = [
+            (Decision::Execute, "execute"),
+            (Decision::Replay, "replay"),
+            (Decision::InProgress, "in_progress"),
+            (Decision::OutcomeUnknown, "outcome_unknown"),
+            (Decision::Manual, "manual"),
+            (Decision::KeyExpired, "key_expired"),
+            (
+                Decision::Conflict {
+                    categories: vec![Category::Amount],
+                },
+                "conflict",
+            ),
+            (Decision::Accepted, "accepted"),
+            (Decision::Unchanged, "unchanged"),
+            (Decision::Rejected(Rejection::NotHolder), "rejected"),
+        ];
+        // Exhaustive: a new decision does not compile here until it is pinned above.
+        let listed = |d: &Decision| match d {
+            Decision::Execute
+            | Decision::Replay
+            | Decision::InProgress
+            | Decision::OutcomeUnknown
+            | Decision::Manual
+            | Decision::KeyExpired
+            | Decision::Conflict { .. }
+            | Decision::Accepted
+            | Decision::Unchanged
+            | Decision::Rejected(_) => pinned.iter().any(|(p, _)| p.code() == d.code()),
+        };
+        for (decision, code) in &pinned {
+            assert!(listed(decision));
+            assert_eq!(decision.code(), *code);
+        }
+    }
+}
