@@ -310,4 +310,6 @@ impl ProjectionStore for SledStore {
 }
 
 #[cfg(test)]
+mod format_fixture;
+#[cfg(test)]
 mod tests;

@@ -1,0 +1,186 @@
+//! The stored record layout of the current projection format, pinned: one record in every
+//! state (and every variant a record carries), as `<name> <hex>` lines in
+//! `schemas/fixtures/projection-records-v7.hex`. A change to [`OperationRecord`]'s shape fails
+//! here: bump `PROJECTION_FORMAT` (a projection of another format is rebuilt from the log at
+//! start) and freeze the new format's fixture next to this one.
+
+use super::PROJECTION_FORMAT;
+use super::layout::{decode_record, encode_record};
+use crate::core::event::BusinessResult;
+use crate::core::fingerprint::{Category, FINGERPRINT_VERSION, Fingerprint};
+use crate::core::key::OperationId;
+use crate::core::operation::{
+    OpState, OperationRecord, QueryResult, RecoveryLease, ReleaseCause, UnknownCause, fixture,
+};
+
+const RECORDS_V7: &str = include_str!("../../../schemas/fixtures/projection-records-v7.hex");
+
+fn result() -> BusinessResult {
+    BusinessResult {
+        resource_ref: "ch_3PQ".into(),
+        status: 201,
+        headers: [("location".to_owned(), "/charges/ch_3PQ".to_owned())].into(),
+    }
+}
+
+fn samples() -> Vec<(&'static str, OperationRecord)> {
+    let state = |n, state| fixture(n, state, true);
+    let mut rich = state(
+        9,
+        OpState::OutcomeUnknown {
+            cause: UnknownCause::HolderReported,
+        },
+    );
+    rich.fingerprint = Fingerprint {
+        version: FINGERPRINT_VERSION,
+        parts: vec![(Category::Amount, [1; 32]), (Category::Upstream, [2; 32])],
+    };
+    rich.parent = Some(OperationId([3; 16]));
+    rich.compensation_of = Some(OperationId([4; 16]));
+    rich.recovery.queries = 2;
+    rich.recovery.last = Some(QueryResult::Inconclusive("timeout".into()));
+    rich.recovery.next_check_at_ms = 99;
+    rich.recovery.lease = Some(RecoveryLease {
+        recoverer: "recovery@node-1".into(),
+        until_ms: 120,
+    });
+    let with_last = |n, last| {
+        let mut r = state(
+            n,
+            OpState::OutcomeUnknown {
+                cause: UnknownCause::LeaseLapsed,
+            },
+        );
+        r.recovery.last = Some(last);
+        r
+    };
+    vec![
+        (
+            "processing",
+            state(
+                1,
+                OpState::Processing {
+                    lease_expires_at_ms: 50,
+                },
+            ),
+        ),
+        (
+            "completed",
+            state(2, OpState::Completed { result: result() }),
+        ),
+        (
+            "failed",
+            state(
+                3,
+                OpState::Failed {
+                    code: "card_declined".into(),
+                },
+            ),
+        ),
+        ("outcome_unknown_rich", rich),
+        (
+            "manual_evidence_mismatch",
+            state(
+                4,
+                OpState::Manual {
+                    cause: UnknownCause::EvidenceMismatch,
+                    operator: Some("ops-1".into()),
+                },
+            ),
+        ),
+        (
+            "manual_resource_changed",
+            state(
+                5,
+                OpState::Manual {
+                    cause: UnknownCause::ResourceChanged,
+                    operator: None,
+                },
+            ),
+        ),
+        (
+            "expired",
+            state(
+                6,
+                OpState::Expired {
+                    from: "completed".into(),
+                },
+            ),
+        ),
+        (
+            "released_not_accepted",
+            state(
+                7,
+                OpState::Released {
+                    cause: ReleaseCause::NotAccepted {
+                        code: "http_503".into(),
+                    },
+                },
+            ),
+        ),
+        (
+            "released_reexecutable",
+            state(
+                8,
+                OpState::Released {
+                    cause: ReleaseCause::UnknownButReexecutable,
+                },
+            ),
+        ),
+        (
+            "released_by_operator",
+            state(
+                10,
+                OpState::Released {
+                    cause: ReleaseCause::OperatorNotExecuted {
+                        operator: "ops-2".into(),
+                    },
+                },
+            ),
+        ),
+        ("query_found", with_last(11, QueryResult::Found)),
+        ("query_failed", with_last(12, QueryResult::Failed)),
+        ("query_absent", with_last(13, QueryResult::Absent)),
+    ]
+}
+
+#[test]
+fn the_current_projection_format_stores_records_exactly_as_its_fixture() {
+    assert_eq!(
+        PROJECTION_FORMAT, 7,
+        "a new format freezes a fixture of its own"
+    );
+    let frozen: Vec<(&str, Vec<u8>)> = RECORDS_V7
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let (name, hex) = l.split_once(' ').expect("`name hex` lines");
+            (name, hex::decode(hex.trim()).expect("hex"))
+        })
+        .collect();
+    let samples = samples();
+    assert_eq!(
+        frozen.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+        samples.iter().map(|(n, _)| *n).collect::<Vec<_>>()
+    );
+    for ((name, bytes), (_, record)) in frozen.iter().zip(&samples) {
+        assert_eq!(
+            &encode_record(record),
+            bytes,
+            "{name}: the stored layout changed; bump PROJECTION_FORMAT"
+        );
+        let decoded = decode_record(bytes, || (*name).to_owned()).expect("decodes");
+        assert_eq!(&decoded, record, "{name}");
+    }
+}
+
+#[test]
+#[ignore = "writes the fixture of a newly bumped projection format"]
+fn write_projection_records_fixture() {
+    let mut out = String::new();
+    for (name, record) in samples() {
+        out += &format!("{name} {}\n", hex::encode(encode_record(&record)));
+    }
+    let path = format!("schemas/fixtures/projection-records-v{PROJECTION_FORMAT}.hex");
+    std::fs::write(path, out).expect("writes");
+}
