@@ -175,6 +175,7 @@ mod tests {
     fn owner_changed() -> EventBody {
         EventBody::OwnerChanged(OwnerChange {
             owner: "node-2".into(),
+            rules: 1,
         })
     }
 

@@ -167,6 +167,11 @@ impl Node {
                 (router, None)
             }
             Backend::Kafka(kafka) => {
+                tracing::info!(
+                    schema = crate::core::event::EVENT_SCHEMA_VERSION,
+                    rules = crate::core::machine::RULES_VERSION,
+                    "writing events of this schema version: nodes of builds that do not know it stop their partitions at its first event rather than misread it (schemas/events-v2.md: rolling upgrades)"
+                );
                 let key = peer_key(kafka)?;
                 let joined = membership::join(
                     replies.node(),

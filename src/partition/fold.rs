@@ -12,6 +12,7 @@ use crate::core::deadline::{self, Deadline, DeadlineKind};
 use crate::core::decision::Decision;
 use crate::core::event::{self, EventBody, LoggedEvent, ReplyTo};
 use crate::core::key::{OperationId, ScopedHash};
+use crate::core::machine::RULES_VERSION;
 use crate::core::operation::{OpState, OperationRecord};
 use crate::core::outcome::{OutcomeKind, classify};
 use crate::core::partition::PartitionState;
@@ -43,6 +44,19 @@ pub enum FoldError {
         partition: u32,
         /// Offset of the event.
         offset: u64,
+    },
+    /// A node with newer decision rules owned the partition from this event on.
+    #[error(
+        "partition {partition}, offset {offset}: a node with decision rules version {log} took the partition over; this build has version {ours}, so it will not decide the partition differently: run a build at least as new",
+        ours = RULES_VERSION
+    )]
+    NewerRules {
+        /// Partition.
+        partition: u32,
+        /// Offset of the ownership change.
+        offset: u64,
+        /// The rules version the log names.
+        log: u16,
     },
     /// The store could not be read.
     #[error("partition {partition}: {source}")]
@@ -176,6 +190,17 @@ pub fn fold_batch(
             })?;
         if !envelope.belongs_under(&record.key) {
             return Err(FoldError::KeyMismatch { partition, offset });
+        }
+        // From here on the partition was arbitrated by rules this build does not have: deciding
+        // with older ones could differ from what its callers were told.
+        if let EventBody::OwnerChanged(change) = &envelope.body
+            && change.rules > RULES_VERSION
+        {
+            return Err(FoldError::NewerRules {
+                partition,
+                offset,
+                log: change.rules,
+            });
         }
         let logged = LoggedEvent {
             offset,
@@ -449,7 +474,10 @@ mod tests {
     }
 
     fn owner_changed() -> EventBody {
-        EventBody::OwnerChanged(OwnerChange { owner: "n".into() })
+        EventBody::OwnerChanged(OwnerChange {
+            owner: "n".into(),
+            rules: 1,
+        })
     }
 
     fn id(n: u8) -> OperationId {
@@ -584,5 +612,105 @@ mod tests {
         assert_eq!(dropped.applied[0].record, None);
         assert_eq!(kept.applied[0].decision, dropped.applied[0].decision);
         assert_eq!(kept.changes.records, dropped.changes.records);
+    }
+
+    /// Partition 0's records of `events` from offset 0, event `i` encoded as schema version
+    /// `versions[i % versions.len()]`.
+    fn logged(events: &[(u64, ScopedHash, EventBody)], versions: &[u16]) -> Vec<LogRecord> {
+        events
+            .iter()
+            .enumerate()
+            .map(|(i, (at, scope, body))| {
+                let envelope = Envelope {
+                    scope: *scope,
+                    operation_id: OperationId::for_scope(scope),
+                    reply_to: None,
+                    body: body.clone(),
+                };
+                let version = versions[i % versions.len()];
+                LogRecord {
+                    partition: 0,
+                    offset: i as u64,
+                    timestamp_ms: *at,
+                    key: scope.0,
+                    payload: Arc::from(event::encode_as(&envelope, version).expect("encodes")),
+                }
+            })
+            .collect()
+    }
+
+    fn owner(rules: u16) -> EventBody {
+        EventBody::OwnerChanged(OwnerChange {
+            owner: "node-1".into(),
+            rules,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_log_mixing_schema_versions_folds_to_the_same_states_and_decisions() {
+        let events = vec![
+            (1_000, ScopedHash::of_partition(0), owner(1)),
+            (1_001, scope(1), claim("w")),
+            (1_002, scope(2), claim("w2")),
+            (1_003, scope(1), complete("w")),
+            (1_004, scope(1), claim("late")),
+            (LEASE * 3, ScopedHash::of_partition(0), owner(1)),
+            (LEASE * 3 + 1, scope(2), claim("w3")),
+            (LEASE * 3 + 2, scope(3), claim("w")),
+        ];
+        let fold = |versions: &[u16]| {
+            let store = MemoryStore::new();
+            let records = logged(&events, versions);
+            let folded = fold_batch(
+                0,
+                Position::default(),
+                &store,
+                &records,
+                Deadlines::Indexed,
+                Answers::Kept,
+            )
+            .expect("folds");
+            let decisions: Vec<Decision> =
+                folded.applied.iter().map(|a| a.decision.clone()).collect();
+            let mut records = folded.changes.records;
+            records.sort_by_key(|r| r.id);
+            (decisions, records, folded.position)
+        };
+        let only_v1 = fold(&[1]);
+        assert_eq!(only_v1.1.len(), 3, "three operations");
+        assert_eq!(fold(&[2]), only_v1, "all version 2");
+        assert_eq!(fold(&[1, 2]), only_v1, "alternating, version 1 first");
+        assert_eq!(fold(&[2, 1, 1]), only_v1, "mixed the other way");
+    }
+
+    #[test]
+    fn an_ownership_change_by_newer_rules_stops_the_fold_with_what_to_do() {
+        let store = MemoryStore::new();
+        let fold = |rules| {
+            let events = [
+                (1_000, scope(1), claim("w")),
+                (1_001, ScopedHash::of_partition(0), owner(rules)),
+            ];
+            fold_batch(
+                0,
+                Position::default(),
+                &store,
+                &logged(&events, &[2]),
+                Deadlines::Indexed,
+                Answers::Kept,
+            )
+        };
+        assert!(fold(RULES_VERSION).is_ok(), "the same rules fold");
+        let refused = fold(RULES_VERSION + 1)
+            .err()
+            .expect("newer rules are refused");
+        assert!(
+            matches!(refused, FoldError::NewerRules { partition: 0, offset: 1, log } if log == RULES_VERSION + 1),
+            "{refused:?}"
+        );
+        assert!(
+            refused.to_string().contains("run a build at least as new"),
+            "{refused}"
+        );
     }
 }

@@ -116,6 +116,7 @@ impl<L: EventLog> Shared<L> {
         owner: &str,
     ) -> Result<Answer, PartitionError> {
         let body = EventBody::OwnerChanged(OwnerChange {
+            rules: crate::core::machine::RULES_VERSION,
             owner: owner.to_owned(),
         });
         self.append(partition, ScopedHash::of_partition(partition), body)
@@ -340,7 +341,10 @@ mod tests {
         let shared = shared();
         let operation = ScopedHash([0; 32]);
         let partition = partition_for(&operation.0, 2);
-        let owner_change = EventBody::OwnerChanged(OwnerChange { owner: "n".into() });
+        let owner_change = EventBody::OwnerChanged(OwnerChange {
+            owner: "n".into(),
+            rules: 1,
+        });
         let heartbeat = EventBody::Heartbeat(Transition {
             holder: "w".into(),
             expected_version: None,

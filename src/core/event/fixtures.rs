@@ -1,8 +1,8 @@
-//! Frozen fixtures of schema version 1: one event of every type (and of every variant of what
-//! an event carries), encoded when version 1 was frozen. Every later build must decode each to
-//! the same event and encode that event to the same bytes, forever.
+//! Frozen fixtures of every schema version: one event of every type (and of every variant of
+//! what an event carries), encoded when the version was frozen. Every later build must decode
+//! each to the same event and encode that event, as that version, to the same bytes, forever.
 //!
-//! The fixture file has one line per event: `<name> <hex of the payload>`.
+//! A fixture file has one line per event: `<name> <hex of the payload>`.
 
 use super::tests::sample_claim;
 use super::*;
@@ -10,6 +10,7 @@ use crate::core::contract::{LossLevel, ToolClass};
 use crate::core::fingerprint::{Category, FINGERPRINT_VERSION};
 
 const EVENTS_V1: &str = include_str!("../../../schemas/fixtures/events-v1.hex");
+const EVENTS_V2: &str = include_str!("../../../schemas/fixtures/events-v2.hex");
 
 fn by(expected_version: Option<u64>) -> Transition {
     Transition {
@@ -206,15 +207,26 @@ pub(crate) fn samples() -> Vec<(&'static str, Envelope)> {
                 reply_to: None,
                 body: EventBody::OwnerChanged(OwnerChange {
                     owner: "00000000075bcd15".into(),
+                    rules: 1,
                 }),
             },
         ),
     ]
 }
 
-fn frozen() -> Vec<(String, Vec<u8>)> {
-    EVENTS_V1
-        .lines()
+/// The samples as version 2 writes them: the same, with an ownership change by rules 3.
+fn samples_v2() -> Vec<(&'static str, Envelope)> {
+    let mut samples = samples();
+    for (_, event) in &mut samples {
+        if let EventBody::OwnerChanged(change) = &mut event.body {
+            change.rules = 3;
+        }
+    }
+    samples
+}
+
+fn frozen(file: &str) -> Vec<(String, Vec<u8>)> {
+    file.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
             let (name, hex) = l.split_once(' ').expect("`name hex` lines");
@@ -223,41 +235,50 @@ fn frozen() -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-#[test]
-fn every_frozen_v1_event_decodes_to_its_event_and_encodes_to_the_same_bytes() {
-    let frozen = frozen();
-    let samples = samples();
+fn check(file: &str, version: u16, samples: &[(&str, Envelope)]) {
+    let frozen = frozen(file);
     assert_eq!(
         frozen.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
         samples.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
         "one fixture per sample, in order"
     );
-    for ((name, bytes), (_, event)) in frozen.iter().zip(&samples) {
-        let (decoded, version) = decode(bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(version, 1, "{name}");
+    for ((name, bytes), (_, event)) in frozen.iter().zip(samples) {
+        let (decoded, stored) = decode(bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(stored, version, "{name}");
         assert_eq!(&decoded, event, "{name}");
-        assert_eq!(&encode(event).expect("encodes"), bytes, "{name}");
+        assert_eq!(
+            &encode_as(event, version).expect("encodes"),
+            bytes,
+            "{name}"
+        );
     }
 }
 
 #[test]
-fn every_event_type_has_a_fixture() {
-    let names: std::collections::BTreeSet<&str> =
-        samples().iter().map(|(_, e)| e.body.type_name()).collect();
-    // Exhaustive: a new event type does not compile here until it gets a fixture above.
-    let every = |body: &EventBody| match body {
-        EventBody::Claimed(_)
-        | EventBody::Heartbeat(_)
-        | EventBody::Completed(_)
-        | EventBody::Failed(_)
-        | EventBody::UnknownReported(_)
-        | EventBody::TakenOver(_)
-        | EventBody::Resolved(_)
-        | EventBody::RecoveryStarted(_)
-        | EventBody::EvidenceReported(_)
-        | EventBody::CompensationClaimed(_)
-        | EventBody::ExpiryRequested
-        | EventBody::OwnerChanged(_) => 12,
-    };
-    assert_eq!(names.len(), every(&EventBody::ExpiryRequested), "{names:?}");
+fn every_frozen_v1_event_decodes_to_its_event_and_encodes_to_the_same_bytes() {
+    check(EVENTS_V1, 1, &samples());
+}
+
+#[test]
+fn every_frozen_v2_event_decodes_to_its_event_and_encodes_to_the_same_bytes() {
+    check(EVENTS_V2, 2, &samples_v2());
+}
+
+#[test]
+fn events_are_written_as_version_2_and_only_the_ownership_change_differs_from_version_1() {
+    for ((name, v1), (_, v2)) in frozen(EVENTS_V1).iter().zip(frozen(EVENTS_V2)) {
+        assert_eq!(&v2[..2], &2u16.to_le_bytes(), "{name}");
+        if name == "owner_changed" {
+            assert_ne!(v1[2..], v2[2..]);
+        } else {
+            assert_eq!(v1[2..], v2[2..], "{name}: the same body in both versions");
+        }
+    }
+    for (name, event) in samples_v2() {
+        assert_eq!(
+            encode(&event).expect("encodes"),
+            encode_as(&event, 2).expect("encodes"),
+            "{name}"
+        );
+    }
 }

@@ -8,6 +8,7 @@
 //! explicitly, never guessed at. See `schemas/events-v1.md`.
 
 mod v1;
+mod v2;
 
 use crate::core::contract::ContractTerms;
 use crate::core::fingerprint::Fingerprint;
@@ -15,8 +16,12 @@ use crate::core::key::{OperationId, ScopedHash};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The schema version new events are written with.
-pub const EVENT_SCHEMA_VERSION: u16 = 1;
+/// The schema version new events are written with. 2: an ownership change records the
+/// version of the decision rules its node arbitrates with.
+pub const EVENT_SCHEMA_VERSION: u16 = 2;
+
+/// Every schema version this build reads (older ones upcast to the live types).
+pub const EVENT_SCHEMA_VERSIONS: [u16; 2] = [1, 2];
 
 /// Largest encoded event accepted by the decoder, a bound against corrupt length fields.
 pub const EVENT_BYTES_MAX: usize = 256 * 1024;
@@ -142,6 +147,10 @@ pub struct Claim {
 pub struct OwnerChange {
     /// The new owner (its node incarnation, as logs name it).
     pub owner: String,
+    /// The version of the decision rules the new owner arbitrates with
+    /// ([`crate::core::machine::RULES_VERSION`]); 1 for an event of schema version 1. A node
+    /// whose rules are older refuses to fold the partition past this event.
+    pub rules: u16,
 }
 
 /// An operator's action on an operation.
@@ -321,11 +330,41 @@ fn bincode_config() -> impl bincode::config::Config {
 
 /// Encodes an envelope with the current schema version.
 pub fn encode(envelope: &Envelope) -> Result<Vec<u8>, EncodeError> {
-    let mut out = EVENT_SCHEMA_VERSION.to_le_bytes().to_vec();
-    let wire = v1::Envelope::from(envelope);
-    let body = bincode::serde::encode_to_vec(&wire, bincode_config())?;
+    encode_as(envelope, EVENT_SCHEMA_VERSION)
+}
+
+/// Encodes an envelope with schema `version` (one of [`EVENT_SCHEMA_VERSIONS`]; anything else is
+/// written as the current version). Version 1 cannot carry an ownership change's rules version:
+/// it reads back as 1.
+pub fn encode_as(envelope: &Envelope, version: u16) -> Result<Vec<u8>, EncodeError> {
+    let body = match version {
+        1 => bincode::serde::encode_to_vec(v1::Envelope::from(envelope), bincode_config())?,
+        _ => bincode::serde::encode_to_vec(v2::Envelope::from(envelope), bincode_config())?,
+    };
+    let version = if version == 1 {
+        1
+    } else {
+        EVENT_SCHEMA_VERSION
+    };
+    let mut out = version.to_le_bytes().to_vec();
     out.extend_from_slice(&body);
     Ok(out)
+}
+
+/// Decodes a `body` of schema `version` as its wire type `W`, refusing trailing bytes.
+fn decode_body<W: serde::de::DeserializeOwned>(
+    version: u16,
+    body: &[u8],
+) -> Result<W, DecodeError> {
+    let (wire, used): (W, usize) = bincode::serde::decode_from_slice(body, bincode_config())
+        .map_err(|source| DecodeError::Body { version, source })?;
+    if used != body.len() {
+        return Err(DecodeError::Trailing {
+            version,
+            extra: body.len() - used,
+        });
+    }
+    Ok(wire)
 }
 
 /// Decodes a payload of any known schema version, upcasting it to the current envelope.
@@ -338,21 +377,10 @@ pub fn decode(payload: &[u8]) -> Result<(Envelope, u16), DecodeError> {
         .split_first_chunk::<2>()
         .ok_or(DecodeError::Truncated(payload.len()))?;
     let version = u16::from_le_bytes(*prefix);
+    // Each version decodes as its own frozen wire type and converts (upcasts) to the live one.
     match version {
-        // Version 1 is the current version. A v2 adds its own module and arm; this one keeps
-        // decoding v1 and converting (upcasting) it to the live envelope.
-        1 => {
-            let (wire, used): (v1::Envelope, usize) =
-                bincode::serde::decode_from_slice(body, bincode_config())
-                    .map_err(|source| DecodeError::Body { version, source })?;
-            if used != body.len() {
-                return Err(DecodeError::Trailing {
-                    version,
-                    extra: body.len() - used,
-                });
-            }
-            Ok((wire.into(), version))
-        }
+        1 => Ok((decode_body::<v1::Envelope>(version, body)?.into(), version)),
+        2 => Ok((decode_body::<v2::Envelope>(version, body)?.into(), version)),
         other => Err(DecodeError::UnsupportedVersion(other)),
     }
 }

@@ -85,23 +85,29 @@ fn given_an_unknown_version_when_decoded_then_it_is_rejected_explicitly() {
 
 #[test]
 fn given_truncated_or_padded_bytes_when_decoded_then_they_are_rejected() {
-    let bytes = encode(&sample_claim()).expect("encodes");
+    for version in EVENT_SCHEMA_VERSIONS {
+        truncated_or_padded(version);
+    }
+}
+
+fn truncated_or_padded(version: u16) {
+    let bytes = encode_as(&sample_claim(), version).expect("encodes");
     assert!(matches!(
         decode(&bytes[..1]),
         Err(DecodeError::Truncated(1))
     ));
     assert!(matches!(
         decode(&bytes[..bytes.len() - 3]),
-        Err(DecodeError::Body { version: 1, .. })
+        Err(DecodeError::Body { version: v, .. }) if v == version
     ));
     let mut padded = bytes.clone();
     padded.extend([0, 0, 0]);
     assert!(matches!(
         decode(&padded),
         Err(DecodeError::Trailing {
-            version: 1,
+            version: v,
             extra: 3
-        })
+        }) if v == version
     ));
 }
 
@@ -196,7 +202,10 @@ fn every_event_type_has_its_stable_name() {
         ),
         (EventBody::ExpiryRequested, "expiry_requested"),
         (
-            EventBody::OwnerChanged(OwnerChange { owner: "n".into() }),
+            EventBody::OwnerChanged(OwnerChange {
+                owner: "n".into(),
+                rules: 1,
+            }),
             "owner_changed",
         ),
     ];

@@ -5,6 +5,12 @@
 //! same log prefix always yields the same records and decisions — on a restarted arbiter, a
 //! duplicated one, or an auditor's replay.
 
+/// The version of the decision rules: this state machine, and every decision it makes from a
+/// log. Bump it when the same log would be decided differently; every ownership change records
+/// the version its node arbitrates with, and a node whose rules are older refuses to fold a
+/// partition past such a record rather than decide differently (see `partition::fold`).
+pub const RULES_VERSION: u16 = 1;
+
 mod claim;
 mod operator;
 mod recovery;

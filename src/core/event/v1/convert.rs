@@ -156,7 +156,11 @@ impl From<EventBody> for live::EventBody {
                 resource_changed: c.resource_changed,
             }),
             V::ExpiryRequested => Self::ExpiryRequested,
-            V::OwnerChanged(o) => Self::OwnerChanged(live::OwnerChange { owner: o.owner }),
+            // Version 1 predates rules versions: its rules are the first.
+            V::OwnerChanged(o) => Self::OwnerChanged(live::OwnerChange {
+                owner: o.owner,
+                rules: 1,
+            }),
         }
     }
 }

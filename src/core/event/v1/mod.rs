@@ -20,13 +20,13 @@ pub(crate) struct Envelope {
 }
 
 #[derive(Serialize, Deserialize)]
-struct ReplyTo {
-    node: u64,
-    request: u64,
+pub(super) struct ReplyTo {
+    pub(super) node: u64,
+    pub(super) request: u64,
 }
 
 #[derive(Serialize, Deserialize)]
-enum EventBody {
+pub(super) enum EventBody {
     Claimed(Claim),
     Heartbeat(Transition),
     Completed(Completion),
@@ -42,7 +42,7 @@ enum EventBody {
 }
 
 #[derive(Serialize, Deserialize)]
-struct Claim {
+pub(super) struct Claim {
     principal: String,
     tool: String,
     holder: String,
@@ -92,12 +92,12 @@ enum Loss {
 }
 
 #[derive(Serialize, Deserialize)]
-struct OwnerChange {
-    owner: String,
+pub(super) struct OwnerChange {
+    pub(super) owner: String,
 }
 
 #[derive(Serialize, Deserialize)]
-struct OperatorAction {
+pub(super) struct OperatorAction {
     operator: String,
     expected_version: Option<u64>,
 }
@@ -109,20 +109,20 @@ enum ResolvedOutcome {
 }
 
 #[derive(Serialize, Deserialize)]
-struct Resolution {
+pub(super) struct Resolution {
     by: OperatorAction,
     outcome: ResolvedOutcome,
 }
 
 #[derive(Serialize, Deserialize)]
-struct CompensationClaim {
+pub(super) struct CompensationClaim {
     claim: Claim,
     original: [u8; 16],
     resource_changed: bool,
 }
 
 #[derive(Serialize, Deserialize)]
-struct RecoveryStart {
+pub(super) struct RecoveryStart {
     recoverer: String,
     lease_ms: u64,
 }
@@ -144,13 +144,13 @@ enum Evidence {
 }
 
 #[derive(Serialize, Deserialize)]
-struct EvidenceReport {
+pub(super) struct EvidenceReport {
     recoverer: String,
     evidence: Evidence,
 }
 
 #[derive(Serialize, Deserialize)]
-struct Transition {
+pub(super) struct Transition {
     holder: String,
     expected_version: Option<u64>,
 }
@@ -163,7 +163,7 @@ struct BusinessResult {
 }
 
 #[derive(Serialize, Deserialize)]
-struct Completion {
+pub(super) struct Completion {
     by: Transition,
     result: BusinessResult,
 }
@@ -175,7 +175,7 @@ enum FailureKind {
 }
 
 #[derive(Serialize, Deserialize)]
-struct Failure {
+pub(super) struct Failure {
     by: Transition,
     kind: FailureKind,
     code: String,
