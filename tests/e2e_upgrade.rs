@@ -1,0 +1,133 @@
+//! Upgrading the event schema through the real binary: a log written by an earlier build
+//! (event schema version 1 only) is served by this build, which reads and upcasts it, answers
+//! from it, and appends version 2 from then on; the log then mixes both versions, and `audit`
+//! and `rebuild` agree on it.
+
+mod common;
+
+use common::{Server, TOKEN_A, config_text};
+use opledger::config::Config;
+use opledger::core::event::{
+    self, BusinessResult, Claim, Completion, Envelope, EventBody, Transition,
+};
+use opledger::core::fingerprint::fingerprint_v1;
+use opledger::core::key::{ClientKey, OperationId, ScopedHash};
+use opledger::log::embedded::{EmbeddedLog, EmbeddedOptions};
+use opledger::log::model::{EventLog, NewRecord, partition_for};
+use serde_json::json;
+use std::collections::BTreeSet;
+
+const TOOL: &str = "tickets.create";
+
+fn request() -> serde_json::Value {
+    json!({"project": "OPS", "title": "disk full on db-3"})
+}
+
+/// Appends, as an earlier build would have, a claim of `key` by agent-a and its completion,
+/// both as event schema version 1; returns the operation id.
+async fn write_v1_history(config: &Config, key: &str) -> OperationId {
+    let log = EmbeddedLog::open(
+        &config.data_dir.join("log"),
+        EmbeddedOptions::new(config.partitions),
+    )
+    .expect("log opens");
+    let contract = &config.tools[TOOL];
+    let scope = ScopedHash::of("agent-a", TOOL, &ClientKey::parse(key).expect("key"));
+    let id = OperationId::for_scope(&scope);
+    let claim = EventBody::Claimed(Claim {
+        principal: "agent-a".into(),
+        tool: TOOL.into(),
+        holder: "w1".into(),
+        fingerprint: fingerprint_v1(&contract.fingerprint, &request(), None).expect("fingerprint"),
+        parent: None,
+        terms: contract.terms(),
+    });
+    let completed = EventBody::Completed(Completion {
+        by: Transition {
+            holder: "w1".into(),
+            expected_version: Some(1),
+        },
+        result: BusinessResult {
+            resource_ref: "OPS-41".into(),
+            status: 201,
+            headers: Default::default(),
+        },
+    });
+    let partition = partition_for(&scope.0, log.partition_count());
+    for body in [claim, completed] {
+        let envelope = Envelope {
+            scope,
+            operation_id: id,
+            reply_to: None,
+            body,
+        };
+        let payload = event::encode_as(&envelope, 1).expect("encodes");
+        assert_eq!(&payload[..2], &1u16.to_le_bytes());
+        log.append(
+            partition,
+            vec![NewRecord {
+                key: scope.0,
+                payload,
+            }],
+        )
+        .await
+        .expect("appends");
+    }
+    log.close().expect("closes");
+    id
+}
+
+/// The schema versions of every event in the log.
+async fn stored_versions(config: &Config) -> BTreeSet<u16> {
+    let log = EmbeddedLog::open(
+        &config.data_dir.join("log"),
+        EmbeddedOptions::new(config.partitions),
+    )
+    .expect("log opens");
+    let mut versions = BTreeSet::new();
+    for partition in 0..log.partition_count() {
+        let end = log.end_offset(partition).await.expect("end");
+        for record in log.read(partition, 0, end as usize).await.expect("reads") {
+            versions.insert(event::decode(&record.payload).expect("decodes").1);
+        }
+    }
+    log.close().expect("closes");
+    versions
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_of_an_earlier_schema_is_served_upcast_and_extended_in_the_new_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = config_text(&dir.path().join("data"), "");
+    let config_path = dir.path().join("opledger.toml");
+    std::fs::write(&config_path, &text).expect("writes the config");
+    let config = Config::parse(&text).expect("valid config");
+    let old = write_v1_history(&config, "ticket-old-1").await;
+    assert_eq!(stored_versions(&config).await, BTreeSet::from([1]));
+
+    let server = Server::start_existing(dir.path(), &config_path);
+    let (status, record) = server.get(TOKEN_A, &format!("/v1/operations/{old}")).await;
+    assert_eq!(status, 200, "{record}");
+    assert_eq!(record["state"], "completed", "{record}");
+    assert_eq!(record["result"]["resource_ref"], "OPS-41", "{record}");
+    let body = |holder: &str| json!({"tool": TOOL, "holder": holder, "request": request()});
+    let (status, replay) = server.claim(TOKEN_A, "ticket-old-1", body("w2")).await;
+    assert_eq!(status, 200, "{replay}");
+    assert_eq!(replay["decision"], "replay", "{replay}");
+    assert_eq!(replay["operation_id"], old.to_string(), "{replay}");
+    let (status, fresh) = server.claim(TOKEN_A, "ticket-new-1", body("w2")).await;
+    assert_eq!(status, 201, "{fresh}");
+    assert_eq!(fresh["decision"], "execute", "{fresh}");
+    server.stop();
+
+    assert_eq!(
+        stored_versions(&config).await,
+        BTreeSet::from([1, 2]),
+        "the old events stay as written; this build appends version 2"
+    );
+    let audit = common::cli_json(&config_path, "audit");
+    let rebuild = common::cli_json(&config_path, "rebuild");
+    assert_eq!(audit["digest"], rebuild["digest"], "{audit} {rebuild}");
+    assert_eq!(audit["operations"]["completed"], 1, "{audit}");
+    assert_eq!(audit["operations"]["processing"], 1, "{audit}");
+}
