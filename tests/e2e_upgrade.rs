@@ -131,3 +131,68 @@ async fn a_log_of_an_earlier_schema_is_served_upcast_and_extended_in_the_new_one
     assert_eq!(audit["operations"]["completed"], 1, "{audit}");
     assert_eq!(audit["operations"]["processing"], 1, "{audit}");
 }
+
+/// A projection of another format (as a build with another record layout would leave it) is
+/// moved aside and rebuilt from the log at start, and the log lines say why and how long it
+/// took; the rebuilt projection answers exactly as the one it replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projection_of_another_format_is_rebuilt_from_the_log_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path());
+    let mut ids = Vec::new();
+    for n in 0..20 {
+        let body = json!({"tool": TOOL, "holder": "w1", "request": {"project": "OPS", "title": format!("t{n}")}});
+        let (status, claimed) = server.claim(TOKEN_A, &format!("fmt-{n}"), body).await;
+        assert_eq!(status, 201, "{claimed}");
+        let id = claimed["operation_id"].as_str().expect("id").to_owned();
+        if n % 2 == 0 {
+            let done = json!({"holder": "w1", "result": {"resource_ref": format!("OPS-{n}"), "status": 201}});
+            let (status, _) = server
+                .post(TOKEN_A, &format!("/v1/operations/{id}/complete"), done)
+                .await;
+            assert_eq!(status, 200);
+        }
+        ids.push(id);
+    }
+    let mut before = Vec::new();
+    for id in &ids {
+        before.push(server.get(TOKEN_A, &format!("/v1/operations/{id}")).await);
+    }
+    let config = server.config.clone();
+    server.stop();
+
+    // What an older build would have left: the same store, another format.
+    let projection = dir.path().join("data").join("projection");
+    let db = sled::open(&projection).expect("opens the stopped node's projection");
+    db.insert(b"mformat", &6u16.to_le_bytes()[..])
+        .expect("writes");
+    db.flush().expect("flushes");
+    drop(db);
+
+    let server = Server::start_existing(dir.path(), &config);
+    let log = server.stderr();
+    assert!(log.contains("its record format is"), "says why: {log}");
+    assert!(log.contains("rebuilding it from the log"), "{log}");
+    assert!(
+        log.contains("projection caught up with the log") && log.contains("seconds"),
+        "says how long: {log}"
+    );
+    // A restart runs every lease again for its full length (nobody could report to a stopped
+    // node): only a lease's end may move, and only later.
+    let lease_end = |r: &mut serde_json::Value| {
+        r.get_mut("lease")
+            .and_then(|l| l.as_object_mut())
+            .and_then(|l| l.remove("expires_at"))
+            .map(|t| humantime::parse_rfc3339(t.as_str().expect("a time")).expect("RFC 3339"))
+    };
+    for (id, (status, then)) in ids.iter().zip(&before) {
+        let (now_status, mut now) = server.get(TOKEN_A, &format!("/v1/operations/{id}")).await;
+        let mut then = then.clone();
+        assert!(lease_end(&mut now) >= lease_end(&mut then), "{id}");
+        assert_eq!((now_status, now), (*status, then), "{id}");
+    }
+    server.stop();
+    let audit = common::cli_json(&config, "audit");
+    assert_eq!(audit["operations"]["completed"], 10, "{audit}");
+    assert_eq!(audit["operations"]["processing"], 10, "{audit}");
+}

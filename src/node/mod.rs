@@ -147,7 +147,16 @@ impl Node {
         let mut tasks = Vec::new();
         let (router, inbound) = match &config.backend {
             Backend::Embedded => {
-                catch_up_all(&log, &store, progress).await?;
+                let started = std::time::Instant::now();
+                let applied = catch_up_all(&log, &store, progress).await?;
+                if applied > 0 {
+                    // With the line that said why (a new or rebuilt projection): how long it took.
+                    tracing::info!(
+                        events = applied,
+                        seconds = started.elapsed().as_secs_f64(),
+                        "projection caught up with the log"
+                    );
+                }
                 for partition in 0..count {
                     ownership.set_assigned(partition, true);
                     consuming.set_assigned(partition, true);
