@@ -126,7 +126,7 @@ fn main() {
         log_id: [7; 16],
         partitions: PARTITIONS,
     };
-    let store = SledStore::open(&dir.path().join("consumers"), 256 << 20, identity)
+    let store = SledStore::open(&dir.path().join("projection"), 256 << 20, identity)
         .expect("opens")
         .0;
     rt.block_on(add(&store, 0, STUCK, false));
