@@ -282,3 +282,30 @@ fn events_are_written_as_version_2_and_only_the_ownership_change_differs_from_ve
         );
     }
 }
+
+#[test]
+fn every_event_type_has_a_fixture() {
+    let names: std::collections::BTreeSet<&str> =
+        samples().iter().map(|(_, e)| e.body.type_name()).collect();
+    // Exhaustive: a new event type does not compile here until it gets a fixture above.
+    let every = |body: &EventBody| match body {
+        EventBody::Claimed(_)
+        | EventBody::Heartbeat(_)
+        | EventBody::Completed(_)
+        | EventBody::Failed(_)
+        | EventBody::UnknownReported(_)
+        | EventBody::TakenOver(_)
+        | EventBody::Resolved(_)
+        | EventBody::RecoveryStarted(_)
+        | EventBody::EvidenceReported(_)
+        | EventBody::CompensationClaimed(_)
+        | EventBody::ExpiryRequested
+        | EventBody::OwnerChanged(_) => 12,
+    };
+    assert_eq!(names.len(), every(&EventBody::ExpiryRequested), "{names:?}");
+    assert_eq!(
+        names,
+        EVENT_TYPES.into_iter().collect(),
+        "EVENT_TYPES names every type, once"
+    );
+}

@@ -105,6 +105,22 @@ pub enum EventBody {
     OwnerChanged(OwnerChange),
 }
 
+/// Every event type's stable name, in the order of [`EventBody`]'s variants.
+pub const EVENT_TYPES: [&str; 12] = [
+    "claimed",
+    "heartbeat",
+    "completed",
+    "failed",
+    "unknown_reported",
+    "taken_over",
+    "resolved",
+    "recovery_started",
+    "evidence_reported",
+    "compensation_claimed",
+    "expiry_requested",
+    "owner_changed",
+];
+
 impl EventBody {
     /// The stable type name, as in the schema document and audit output.
     pub fn type_name(&self) -> &'static str {
