@@ -7,10 +7,12 @@
 //!   asked of the partition's service.
 //! * [`metrics`]: counts what each event the arbiter applied meant.
 //! * [`audit`]: replays the whole log in memory for an auditor.
+//! * [`export`]: streams the log's events, decoded and filtered, as JSON Lines.
 //!
 //! Compensation is not a consumer: it is requested by a caller, through the ledger.
 
 pub mod audit;
+pub mod export;
 pub mod metrics;
 pub mod recovery;
 pub mod retention;

@@ -1,4 +1,4 @@
-//! The command line: `serve`, `audit`, `rebuild`.
+//! The command line: `serve`, `audit`, `export`, `rebuild`, `check`, `demo`.
 
 mod progress;
 mod serve;
@@ -61,6 +61,28 @@ enum Command {
     Audit {
         #[command(flatten)]
         args: ConfigArgs,
+    },
+    /// Stream the log's events, decoded, as JSON Lines on stdout (partition by partition, each
+    /// in offset order): where each is, its operation, tool and principal, the decision and the
+    /// state after it, and its fields. No key text, request body or token is ever in an event.
+    Export {
+        #[command(flatten)]
+        args: ConfigArgs,
+        /// Only events at or after this log time (RFC 3339, e.g. 2026-12-01T00:00:00Z).
+        #[arg(long, value_name = "TIME", value_parser = parse_time)]
+        since: Option<u64>,
+        /// Only events before this log time (RFC 3339).
+        #[arg(long, value_name = "TIME", value_parser = parse_time)]
+        until: Option<u64>,
+        /// Only events of operations of this tool.
+        #[arg(long, value_name = "NAME")]
+        tool: Option<String>,
+        /// Only events of this type (claimed, completed, failed, …).
+        #[arg(long = "type", value_name = "TYPE")]
+        event_type: Option<String>,
+        /// Only events after which the operation is in this state (processing, manual, …).
+        #[arg(long, value_name = "STATE")]
+        state: Option<String>,
     },
     /// Drop the sled projection (it is moved aside) and rebuild it from the log; print the same
     /// JSON summary and digest as `audit`. Stop `serve` first.
@@ -134,6 +156,23 @@ pub fn main() -> ExitCode {
         ),
         Command::Audit { args } => audit(&args),
         Command::Rebuild { args } => rebuild(&args),
+        Command::Export {
+            args,
+            since,
+            until,
+            tool,
+            event_type,
+            state,
+        } => export(
+            &args,
+            opledger::consumers::export::ExportFilter {
+                since_ms: since,
+                until_ms: until,
+                tool,
+                event_type,
+                state,
+            },
+        ),
         Command::Check { config } => check(&config),
         Command::Demo {
             agents,
@@ -181,6 +220,44 @@ fn audit(args: &ConfigArgs) -> anyhow::Result<()> {
     };
     bar.finish();
     println!("{}", serde_json::to_string_pretty(&audit)?);
+    Ok(())
+}
+
+/// An RFC 3339 time as milliseconds since the epoch.
+fn parse_time(text: &str) -> Result<u64, String> {
+    let time = humantime::parse_rfc3339_weak(text)
+        .map_err(|e| format!("{e}; expected RFC 3339, e.g. 2026-12-01T00:00:00Z"))?;
+    time.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .map_err(|_| "the time is before 1970".to_owned())
+}
+
+fn export(
+    args: &ConfigArgs,
+    filter: opledger::consumers::export::ExportFilter,
+) -> anyhow::Result<()> {
+    use opledger::config::Backend;
+    use opledger::consumers::export::export as run;
+    opledger::telemetry::init(&args.log_level);
+    let (config, _) = load(args)?;
+    filter.check()?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let written = match &config.backend {
+        Backend::Embedded => {
+            let dir = config.data_dir.join("log");
+            let log = opledger::log::embedded::EmbeddedLog::open_read_only(&dir)
+                .with_context(|| format!("cannot read the log in {}", dir.display()))?;
+            runtime()?.block_on(run(&log, &filter, &mut out))?
+        }
+        Backend::Kafka(kafka) => runtime()?.block_on(async {
+            let options = opledger::node::kafka_options(&config, kafka);
+            let log = opledger::log::kafka::KafkaLog::open(options)
+                .with_context(|| format!("cannot read the Kafka topic {}", kafka.topic))?;
+            anyhow::Ok(run(&log, &filter, &mut out).await?)
+        })?,
+    };
+    tracing::info!(events = written, "exported");
     Ok(())
 }
 

@@ -7,8 +7,11 @@
 //! [`LoggedEvent`]. Older schema versions are upcast on decode; an unknown version is rejected
 //! explicitly, never guessed at. See `schemas/events-v1.md`.
 
+mod codec;
 mod v1;
 mod v2;
+
+pub use codec::{DecodeError, EncodeError, decode, encode, encode_as};
 
 use crate::core::contract::ContractTerms;
 use crate::core::fingerprint::Fingerprint;
@@ -301,104 +304,6 @@ pub struct Failure {
     pub kind: FailureKind,
     /// The business error code.
     pub code: String,
-}
-
-/// Why an event payload could not be decoded.
-#[derive(Debug, thiserror::Error)]
-pub enum DecodeError {
-    /// Shorter than the version prefix.
-    #[error("event payload is {0} bytes, shorter than its version prefix")]
-    Truncated(usize),
-    /// Larger than [`EVENT_BYTES_MAX`].
-    #[error("event payload is {0} bytes, more than the {EVENT_BYTES_MAX} allowed")]
-    TooLarge(usize),
-    /// Written by a newer (or unknown) schema.
-    #[error(
-        "event schema version {0} is not known to this build (newest known: {EVENT_SCHEMA_VERSION})"
-    )]
-    UnsupportedVersion(u16),
-    /// The body does not decode as its version says.
-    #[error("event body of schema version {version} does not decode: {source}")]
-    Body {
-        /// Stored version.
-        version: u16,
-        /// The decoder's complaint.
-        source: bincode::error::DecodeError,
-    },
-    /// Bytes left over after the body.
-    #[error("event of schema version {version} has {extra} trailing bytes")]
-    Trailing {
-        /// Stored version.
-        version: u16,
-        /// Bytes left.
-        extra: usize,
-    },
-}
-
-/// Why an event could not be encoded.
-#[derive(Debug, thiserror::Error)]
-#[error("event does not encode: {0}")]
-pub struct EncodeError(#[from] bincode::error::EncodeError);
-
-fn bincode_config() -> impl bincode::config::Config {
-    bincode::config::standard().with_limit::<EVENT_BYTES_MAX>()
-}
-
-/// Encodes an envelope with the current schema version.
-pub fn encode(envelope: &Envelope) -> Result<Vec<u8>, EncodeError> {
-    encode_as(envelope, EVENT_SCHEMA_VERSION)
-}
-
-/// Encodes an envelope with schema `version` (one of [`EVENT_SCHEMA_VERSIONS`]; anything else is
-/// written as the current version). Version 1 cannot carry an ownership change's rules version:
-/// it reads back as 1.
-pub fn encode_as(envelope: &Envelope, version: u16) -> Result<Vec<u8>, EncodeError> {
-    let body = match version {
-        1 => bincode::serde::encode_to_vec(v1::Envelope::from(envelope), bincode_config())?,
-        _ => bincode::serde::encode_to_vec(v2::Envelope::from(envelope), bincode_config())?,
-    };
-    let version = if version == 1 {
-        1
-    } else {
-        EVENT_SCHEMA_VERSION
-    };
-    let mut out = version.to_le_bytes().to_vec();
-    out.extend_from_slice(&body);
-    Ok(out)
-}
-
-/// Decodes a `body` of schema `version` as its wire type `W`, refusing trailing bytes.
-fn decode_body<W: serde::de::DeserializeOwned>(
-    version: u16,
-    body: &[u8],
-) -> Result<W, DecodeError> {
-    let (wire, used): (W, usize) = bincode::serde::decode_from_slice(body, bincode_config())
-        .map_err(|source| DecodeError::Body { version, source })?;
-    if used != body.len() {
-        return Err(DecodeError::Trailing {
-            version,
-            extra: body.len() - used,
-        });
-    }
-    Ok(wire)
-}
-
-/// Decodes a payload of any known schema version, upcasting it to the current envelope.
-/// Returns the envelope and the version it was stored with.
-pub fn decode(payload: &[u8]) -> Result<(Envelope, u16), DecodeError> {
-    if payload.len() > EVENT_BYTES_MAX {
-        return Err(DecodeError::TooLarge(payload.len()));
-    }
-    let (prefix, body) = payload
-        .split_first_chunk::<2>()
-        .ok_or(DecodeError::Truncated(payload.len()))?;
-    let version = u16::from_le_bytes(*prefix);
-    // Each version decodes as its own frozen wire type and converts (upcasts) to the live one.
-    match version {
-        1 => Ok((decode_body::<v1::Envelope>(version, body)?.into(), version)),
-        2 => Ok((decode_body::<v2::Envelope>(version, body)?.into(), version)),
-        other => Err(DecodeError::UnsupportedVersion(other)),
-    }
 }
 
 #[cfg(test)]

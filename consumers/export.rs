@@ -1,0 +1,201 @@
+//! The export consumer: streams the log's events, decoded, as JSON Lines for an auditor — each
+//! with where it is (partition, offset, log time), what it was about (operation, tool,
+//! principal), what the arbiter decided and the operation's state after it, and the event's own
+//! fields. Filters: a log-time range, a tool, an event type, a state after the event.
+//!
+//! Nothing secret can appear: events never hold a client's key text, a request body or a token
+//! (a claim carries the request's fingerprint, hashes by category, and the key only as part of
+//! the scope hash). Partitions are exported one after another, each in offset order, folding
+//! each into memory of its own (the memory of one partition's operations at a time).
+
+use crate::core::event;
+use crate::log::model::{EventLog, LogError};
+use crate::partition::fold::{Answers, Deadlines, FoldError, fold_batch};
+use crate::projection::memory::MemoryStore;
+use crate::projection::{Position, ProjectionError, ProjectionStore};
+use serde_json::{Value, json};
+use std::io::Write;
+
+/// Records read per log call.
+const READ_BATCH: usize = 4096;
+
+/// Which events to export (every filter given must hold).
+#[derive(Clone, Debug, Default)]
+pub struct ExportFilter {
+    /// Only events at or after this log time (ms since the epoch).
+    pub since_ms: Option<u64>,
+    /// Only events before this log time (ms since the epoch).
+    pub until_ms: Option<u64>,
+    /// Only events of operations of this tool.
+    pub tool: Option<String>,
+    /// Only events of this type (`claimed`, `completed`, …).
+    pub event_type: Option<String>,
+    /// Only events after which the operation is in this state (`processing`, `manual`, …).
+    pub state: Option<String>,
+}
+
+/// Why an export stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// Reading the log failed.
+    #[error("partition {partition}: {source}")]
+    Log {
+        /// Partition.
+        partition: u32,
+        /// Why.
+        source: LogError,
+    },
+    /// The fold stopped at an event it cannot apply.
+    #[error(transparent)]
+    Fold(#[from] FoldError),
+    /// The in-memory state failed.
+    #[error(transparent)]
+    Store(#[from] ProjectionError),
+    /// Writing the output failed (other than its reader going away).
+    #[error("cannot write the export: {0}")]
+    Write(std::io::Error),
+    /// A filter names an event type or a state that does not exist.
+    #[error("{0}")]
+    Filter(String),
+}
+
+impl ExportFilter {
+    /// Refuses a filter that could never match, by name.
+    pub fn check(&self) -> Result<(), ExportError> {
+        if let Some(t) = &self.event_type
+            && !event::EVENT_TYPES.contains(&t.as_str())
+        {
+            return Err(ExportError::Filter(format!(
+                "--type {t:?} is not an event type; one of: {}",
+                event::EVENT_TYPES.join(", ")
+            )));
+        }
+        if let Some(s) = &self.state
+            && !crate::core::operation::OpState::NAMES.contains(&s.as_str())
+        {
+            return Err(ExportError::Filter(format!(
+                "--state {s:?} is not a state; one of: {}",
+                crate::core::operation::OpState::NAMES.join(", ")
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Writes every event of `log` that passes `filter` to `out`, one JSON object per line, and
+/// returns how many were written. A reader that goes away (a closed pipe) ends the export
+/// early without an error.
+pub async fn export<L: EventLog>(
+    log: &L,
+    filter: &ExportFilter,
+    out: &mut impl Write,
+) -> Result<u64, ExportError> {
+    filter.check()?;
+    let mut written = 0;
+    for partition in 0..log.partition_count() {
+        match export_partition(log, partition, filter, out, &mut written).await {
+            Err(ExportError::Write(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                return Ok(written);
+            }
+            other => other?,
+        }
+    }
+    out.flush().map_err(ExportError::Write)?;
+    Ok(written)
+}
+
+async fn export_partition<L: EventLog>(
+    log: &L,
+    partition: u32,
+    filter: &ExportFilter,
+    out: &mut impl Write,
+    written: &mut u64,
+) -> Result<(), ExportError> {
+    let as_log = |source| ExportError::Log { partition, source };
+    let end = log.end_offset(partition).await.map_err(as_log)?;
+    let state = MemoryStore::new();
+    let mut position = Position::default();
+    while position.next_offset < end {
+        let want = READ_BATCH.min((end - position.next_offset) as usize);
+        let records = log
+            .read(partition, position.next_offset, want)
+            .await
+            .map_err(as_log)?;
+        if records.is_empty() {
+            return Err(as_log(LogError::Corrupt {
+                partition,
+                segment: std::path::PathBuf::from("log"),
+                position: position.next_offset,
+                reason: format!("the log reported {end} events but reading stopped"),
+            }));
+        }
+        // One event at a time: the state after each is what the export shows.
+        for record in &records {
+            let folded = fold_batch(
+                partition,
+                position,
+                &state,
+                std::slice::from_ref(record),
+                Deadlines::Unindexed,
+                Answers::Dropped,
+            )?;
+            position = folded.position;
+            state.commit(partition, position, folded.changes).await?;
+            let (envelope, version) =
+                event::decode(&record.payload).expect("the fold decoded this event a moment ago");
+            let applied = &folded.applied[0];
+            let after = state.get(&envelope.operation_id)?;
+            let at_ms = position.state.last_at_ms;
+            let keep = filter.since_ms.is_none_or(|t| at_ms >= t)
+                && filter.until_ms.is_none_or(|t| at_ms < t)
+                && filter
+                    .event_type
+                    .as_deref()
+                    .is_none_or(|t| t == applied.event)
+                && filter
+                    .tool
+                    .as_deref()
+                    .is_none_or(|t| after.as_ref().is_some_and(|r| r.tool == t))
+                && filter
+                    .state
+                    .as_deref()
+                    .is_none_or(|s| after.as_ref().is_some_and(|r| r.state.name() == s));
+            if !keep {
+                continue;
+            }
+            let line = json!({
+                "partition": partition,
+                "offset": record.offset,
+                "at": humantime::format_rfc3339_millis(
+                    std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms)
+                )
+                .to_string(),
+                "schema_version": version,
+                "type": applied.event,
+                "operation_id": after.as_ref().map(|r| r.id.to_string()),
+                "tool": after.as_ref().map(|r| r.tool.clone()),
+                "principal": after.as_ref().map(|r| r.principal.clone()),
+                "decision": applied.decision.code(),
+                "state": after.as_ref().map(|r| r.state.name()),
+                "version": after.as_ref().map(|r| r.version),
+                "event": fields(&envelope.body),
+            });
+            serde_json::to_writer(&mut *out, &line).map_err(|e| ExportError::Write(e.into()))?;
+            out.write_all(b"\n").map_err(ExportError::Write)?;
+            *written += 1;
+        }
+    }
+    Ok(())
+}
+
+/// The event's own fields, without the enum's wrapper.
+fn fields(body: &event::EventBody) -> Value {
+    match serde_json::to_value(body) {
+        Ok(Value::Object(map)) if map.len() == 1 => {
+            map.into_iter().next().map(|(_, v)| v).unwrap_or_default()
+        }
+        Ok(Value::String(_)) => json!({}),
+        Ok(other) => other,
+        Err(_) => Value::Null,
+    }
+}
