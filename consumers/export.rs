@@ -3,14 +3,19 @@
 //! principal), what the arbiter decided and the operation's state after it, and the event's own
 //! fields. Filters: a log-time range, a tool, an event type, a state after the event.
 //!
-//! Nothing secret can appear: events never hold a client's key text, a request body or a token
-//! (a claim carries the request's fingerprint, hashes by category, and the key only as part of
-//! the scope hash). Partitions are exported one after another, each in offset order, folding
-//! each into memory of its own (the memory of one partition's operations at a time).
+//! Nothing secret appears: events never hold a client's key text, a request body or a token (the
+//! key only enters the scope hash), and a fingerprint is shown as the API shows it — its
+//! categories and a 16-hex summary — never its per-category hashes, which a guess of a
+//! low-entropy value (an amount, a phone number) could be checked against. Partitions are
+//! exported one after another, each in offset order, folding each into memory of its own (the
+//! memory of one partition's operations at a time). Times are the fold's: the log's timestamp,
+//! never earlier than the partition's previous event's.
 
 use crate::core::event;
+use crate::core::fingerprint::Fingerprint;
+use crate::core::key::OperationId;
 use crate::log::model::{EventLog, LogError};
-use crate::partition::fold::{Answers, Deadlines, FoldError, fold_batch};
+use crate::partition::fold::{Answers, Deadlines, FoldError, find, fold_batch};
 use crate::projection::memory::MemoryStore;
 use crate::projection::{Position, ProjectionError, ProjectionStore};
 use serde_json::{Value, json};
@@ -92,16 +97,17 @@ pub async fn export<L: EventLog>(
 ) -> Result<u64, ExportError> {
     filter.check()?;
     let mut written = 0;
+    let closed = |e: &ExportError| matches!(e, ExportError::Write(e) if e.kind() == std::io::ErrorKind::BrokenPipe);
     for partition in 0..log.partition_count() {
         match export_partition(log, partition, filter, out, &mut written).await {
-            Err(ExportError::Write(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-                return Ok(written);
-            }
+            Err(e) if closed(&e) => return Ok(written),
             other => other?,
         }
     }
-    out.flush().map_err(ExportError::Write)?;
-    Ok(written)
+    match out.flush().map_err(ExportError::Write) {
+        Err(e) if closed(&e) => Ok(written),
+        other => other.map(|()| written),
+    }
 }
 
 async fn export_partition<L: EventLog>(
@@ -144,7 +150,9 @@ async fn export_partition<L: EventLog>(
             let (envelope, version) =
                 event::decode(&record.payload).expect("the fold decoded this event a moment ago");
             let applied = &folded.applied[0];
-            let after = state.get(&envelope.operation_id)?;
+            // By scope: a later event of an operation created under an id of the earlier
+            // layout names the current id, the record keeps the old one.
+            let after = find(&state, &envelope.scope, position.state.legacy_ids)?;
             let at_ms = position.state.last_at_ms;
             let keep = filter.since_ms.is_none_or(|t| at_ms >= t)
                 && filter.until_ms.is_none_or(|t| at_ms < t)
@@ -172,7 +180,7 @@ async fn export_partition<L: EventLog>(
                 .to_string(),
                 "schema_version": version,
                 "type": applied.event,
-                "operation_id": after.as_ref().map(|r| r.id.to_string()),
+                "operation_id": after.as_ref().map_or(envelope.operation_id, |r| r.id).to_string(),
                 "tool": after.as_ref().map(|r| r.tool.clone()),
                 "principal": after.as_ref().map(|r| r.principal.clone()),
                 "decision": applied.decision.code(),
@@ -188,14 +196,47 @@ async fn export_partition<L: EventLog>(
     Ok(())
 }
 
-/// The event's own fields, without the enum's wrapper.
+/// The event's own fields, without the enum's wrapper: fingerprints as categories and a
+/// summary, operation ids as text.
 fn fields(body: &event::EventBody) -> Value {
-    match serde_json::to_value(body) {
+    let mut value = match serde_json::to_value(body) {
         Ok(Value::Object(map)) if map.len() == 1 => {
             map.into_iter().next().map(|(_, v)| v).unwrap_or_default()
         }
         Ok(Value::String(_)) => json!({}),
         Ok(other) => other,
         Err(_) => Value::Null,
+    };
+    redact(&mut value);
+    value
+}
+
+/// Rewrites, anywhere in `value`, a fingerprint as `{version, categories, summary}` and an
+/// operation id (16 numbers) as its text.
+fn redact(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map.iter_mut() {
+                if ["parent", "original"].contains(&key.as_str())
+                    && let Ok(id) = serde_json::from_value::<[u8; 16]>(inner.clone())
+                {
+                    *inner = Value::String(OperationId(id).to_string());
+                    continue;
+                }
+                if ["fingerprint", "fields"].contains(&key.as_str())
+                    && let Ok(f) = serde_json::from_value::<Fingerprint>(inner.clone())
+                {
+                    *inner = json!({
+                        "version": f.version,
+                        "categories": f.parts.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(),
+                        "summary": f.short_hex(),
+                    });
+                    continue;
+                }
+                redact(inner);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact),
+        _ => {}
     }
 }

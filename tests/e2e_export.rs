@@ -79,6 +79,26 @@ async fn export_streams_every_event_decoded_filtered_and_without_secrets() {
     ] {
         assert!(!text.contains(secret), "{secret} must never be exported");
     }
+    // Nor a fingerprint's per-category hash, against which a guessed value could be checked.
+    let hex_runs = text
+        .split(|c: char| !c.is_ascii_hexdigit())
+        .filter(|run| run.len() >= 64)
+        .count();
+    assert_eq!(hex_runs, 0, "no SHA-256 in the export");
+    let first = &all
+        .iter()
+        .find(|l| l["operation_id"] == id.as_str())
+        .expect("the claim")["event"];
+    assert_eq!(
+        first["fingerprint"]["categories"],
+        json!(["amount", "recipient", "body"]),
+        "{first}"
+    );
+    assert_eq!(
+        first["fingerprint"]["summary"].as_str().map(str::len),
+        Some(16),
+        "{first}"
+    );
 
     let completed = export(&config, &["--type", "completed"]);
     assert_eq!(completed.len(), 1, "{completed:?}");
@@ -126,4 +146,20 @@ async fn export_streams_every_event_decoded_filtered_and_without_secrets() {
         String::from_utf8_lossy(&piped.stderr)
     );
     assert_eq!(String::from_utf8_lossy(&piped.stdout).lines().count(), 1);
+    // A reader gone before anything is written (what `| head` does to a short export when it
+    // exits first): the final flush meets the closed pipe, quietly too.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .args(["export", "--type", "completed", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs opledger");
+    drop(child.stdout.take());
+    let gone = child.wait_with_output().expect("waits");
+    assert!(
+        gone.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gone.stderr)
+    );
 }

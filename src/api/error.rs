@@ -152,11 +152,15 @@ mod tests {
             | LedgerError::Misrouted(_)
             | LedgerError::NoCompensation
             | LedgerError::OriginalNotSettled
-            | LedgerError::NothingToCompensate => true,
+            | LedgerError::NothingToCompensate => 17,
         };
+        assert_eq!(
+            pinned.len(),
+            listed(&LedgerError::NotFound),
+            "every error is pinned"
+        );
         let mut codes = std::collections::BTreeSet::new();
         for (error, status, code) in pinned {
-            assert!(listed(&error));
             let retriable = error.retriable();
             let answer = ApiError::from(error);
             assert_eq!((answer.status.as_u16(), answer.code), (status, code));

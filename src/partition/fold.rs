@@ -191,17 +191,6 @@ pub fn fold_batch(
         if !envelope.belongs_under(&record.key) {
             return Err(FoldError::KeyMismatch { partition, offset });
         }
-        // From here on the partition was arbitrated by rules this build does not have: deciding
-        // with older ones could differ from what its callers were told.
-        if let EventBody::OwnerChanged(change) = &envelope.body
-            && change.rules > RULES_VERSION
-        {
-            return Err(FoldError::NewerRules {
-                partition,
-                offset,
-                log: change.rules,
-            });
-        }
         let logged = LoggedEvent {
             offset,
             at_ms: state.advance(record.timestamp_ms),
@@ -214,6 +203,17 @@ pub fn fold_batch(
         // is: either confusion would put records under the wrong key.
         if own_event != (scope == ScopedHash::of_partition(partition)) {
             return Err(FoldError::KeyMismatch { partition, offset });
+        }
+        // From here on the partition was arbitrated by rules this build does not have: deciding
+        // with older ones could differ from what its callers were told.
+        if let EventBody::OwnerChanged(change) = &logged.envelope.body
+            && change.rules > RULES_VERSION
+        {
+            return Err(FoldError::NewerRules {
+                partition,
+                offset,
+                log: change.rules,
+            });
         }
         owner_changed |= own_event;
         let current = match changed.get(&scope) {

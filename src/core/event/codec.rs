@@ -37,8 +37,18 @@ pub enum DecodeError {
 
 /// Why an event could not be encoded.
 #[derive(Debug, thiserror::Error)]
-#[error("event does not encode: {0}")]
-pub struct EncodeError(#[from] bincode::error::EncodeError);
+pub enum EncodeError {
+    /// The encoder failed.
+    #[error("event does not encode: {0}")]
+    Body(#[from] bincode::error::EncodeError),
+    /// No such schema version to write.
+    #[error("event schema version {0} is not one this build writes (1 or {EVENT_SCHEMA_VERSION})")]
+    UnknownVersion(u16),
+    /// The event needs a newer version than the one asked for (an ownership change by rules
+    /// newer than 1 cannot be written as version 1).
+    #[error("this event cannot be written as schema version {0} without losing what it says")]
+    Lossy(u16),
+}
 
 fn bincode_config() -> impl bincode::config::Config {
     bincode::config::standard().with_limit::<EVENT_BYTES_MAX>()
@@ -49,18 +59,20 @@ pub fn encode(envelope: &Envelope) -> Result<Vec<u8>, EncodeError> {
     encode_as(envelope, EVENT_SCHEMA_VERSION)
 }
 
-/// Encodes an envelope with schema `version` (one of [`EVENT_SCHEMA_VERSIONS`]; anything else is
-/// written as the current version). Version 1 cannot carry an ownership change's rules version:
-/// it reads back as 1.
+/// Encodes an envelope with schema `version` (one of `EVENT_SCHEMA_VERSIONS`). Version 1 has no
+/// rules version in an ownership change: only one by rules 1 can be written as version 1.
 pub fn encode_as(envelope: &Envelope, version: u16) -> Result<Vec<u8>, EncodeError> {
     let body = match version {
-        1 => bincode::serde::encode_to_vec(v1::Envelope::from(envelope), bincode_config())?,
-        _ => bincode::serde::encode_to_vec(v2::Envelope::from(envelope), bincode_config())?,
-    };
-    let version = if version == 1 {
-        1
-    } else {
-        EVENT_SCHEMA_VERSION
+        1 => {
+            if let super::EventBody::OwnerChanged(change) = &envelope.body
+                && change.rules != 1
+            {
+                return Err(EncodeError::Lossy(1));
+            }
+            bincode::serde::encode_to_vec(v1::Envelope::from(envelope), bincode_config())?
+        }
+        2 => bincode::serde::encode_to_vec(v2::Envelope::from(envelope), bincode_config())?,
+        other => return Err(EncodeError::UnknownVersion(other)),
     };
     let mut out = version.to_le_bytes().to_vec();
     out.extend_from_slice(&body);

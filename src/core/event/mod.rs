@@ -2,10 +2,11 @@
 //!
 //! Wire form of an event payload: `[schema version: u16 little-endian][bincode 2 (standard config)
 //! of the version's envelope]`. The types here are the live ones the state machine uses; what is
-//! written and read are the frozen wire types of a version (`v1`), converted to and from these.
-//! The log's frame carries the offset and the log's timestamp, which enter the core as data in
-//! [`LoggedEvent`]. Older schema versions are upcast on decode; an unknown version is rejected
-//! explicitly, never guessed at. See `schemas/events-v1.md`.
+//! written and read are the frozen wire types of each version (`v1`, `v2`), converted to and from
+//! these (`codec`). The log's frame carries the offset and the log's timestamp, which enter the
+//! core as data in [`LoggedEvent`]. Older schema versions are upcast on decode; an unknown
+//! version is rejected explicitly, never guessed at. See `schemas/events-v1.md` and
+//! `schemas/events-v2.md`.
 
 mod codec;
 mod v1;

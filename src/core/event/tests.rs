@@ -213,3 +213,21 @@ fn every_event_type_has_its_stable_name() {
         assert_eq!(body.type_name(), name);
     }
 }
+
+#[test]
+fn given_a_version_to_write_then_only_known_versions_and_no_lossy_v1_are_written() {
+    assert!(matches!(
+        encode_as(&sample_claim(), 3),
+        Err(EncodeError::UnknownVersion(3))
+    ));
+    let newer = Envelope {
+        body: EventBody::OwnerChanged(OwnerChange {
+            owner: "n".into(),
+            rules: 2,
+        }),
+        ..sample_claim()
+    };
+    assert!(matches!(encode_as(&newer, 1), Err(EncodeError::Lossy(1))));
+    let (back, version) = decode(&encode_as(&newer, 2).expect("v2 carries it")).expect("decodes");
+    assert_eq!((back, version), (newer, 2));
+}

@@ -8,7 +8,9 @@
 /// The version of the decision rules: this state machine, and every decision it makes from a
 /// log. Bump it when the same log would be decided differently; every ownership change records
 /// the version its node arbitrates with, and a node whose rules are older refuses to fold a
-/// partition past such a record rather than decide differently (see `partition::fold`).
+/// partition past such a record rather than decide differently (see `partition::fold`). A fold
+/// applies these rules to the whole log, so a bump must keep deciding events written under an
+/// earlier version as that version did (dispatch on the version the ownership changes record).
 pub const RULES_VERSION: u16 = 1;
 
 mod claim;

@@ -182,5 +182,10 @@ fn write_projection_records_fixture() {
         out += &format!("{name} {}\n", hex::encode(encode_record(&record)));
     }
     let path = format!("schemas/fixtures/projection-records-v{PROJECTION_FORMAT}.hex");
+    // A format's fixture is written once, when the format is new: never over a frozen one.
+    assert!(
+        !std::path::Path::new(&path).exists(),
+        "{path} is frozen: bump PROJECTION_FORMAT for a new layout"
+    );
     std::fs::write(path, out).expect("writes");
 }
