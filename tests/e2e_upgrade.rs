@@ -8,7 +8,7 @@ mod common;
 use common::{Server, TOKEN_A, config_text};
 use opledger::config::Config;
 use opledger::core::event::{
-    self, BusinessResult, Claim, Completion, Envelope, EventBody, Transition,
+    self, BusinessResult, Claim, Completion, Envelope, EventBody, OwnerChange, Transition,
 };
 use opledger::core::fingerprint::fingerprint_v1;
 use opledger::core::key::{ClientKey, OperationId, ScopedHash};
@@ -54,7 +54,17 @@ async fn write_v1_history(config: &Config, key: &str) -> OperationId {
         },
     });
     let partition = partition_for(&scope.0, log.partition_count());
-    for body in [claim, completed] {
+    // The earlier build took the partition over first (its ownership change names no rules).
+    let own = ScopedHash::of_partition(partition);
+    let owner = EventBody::OwnerChanged(OwnerChange {
+        owner: "earlier-build".into(),
+        rules: 1,
+    });
+    for (scope, id, body) in [
+        (own, OperationId::for_scope(&own), owner),
+        (scope, id, claim),
+        (scope, id, completed),
+    ] {
         let envelope = Envelope {
             scope,
             operation_id: id,

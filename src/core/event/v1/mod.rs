@@ -3,7 +3,9 @@
 //! machine uses, with conversions both ways. Never edit a type here: a change of the event
 //! format is a new version module, and this one keeps decoding what was written as version 1
 //! (`schemas/fixtures/events-v1.hex` holds one event of every type). The live types may change
-//! freely as long as these conversions still hold.
+//! as long as these conversions still hold — except that peer messages (`cluster::peer`) still
+//! carry the live types' own encoding, pinned by `schemas/fixtures/peer-messages-v1.hex`: a
+//! change there is a peer format change too.
 
 mod convert;
 
