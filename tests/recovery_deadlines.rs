@@ -99,23 +99,22 @@ async fn populate(store: &dyn ProjectionStore) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_million_settled_operations_do_not_slow_finding_a_hundred_stuck_leases() {
-    let clock = ManualClock::new(T0);
-    let log = Arc::new(MemoryLog::new(PARTITIONS, clock.clone()).expect("log"));
-    let projection: SharedStore = Arc::new(MemoryStore::new());
-    populate(projection.as_ref()).await;
-
-    // The node: arbiters over their projection, and the consumers of every partition.
+/// A node in memory over `log` and `store`: arbiters and consumers of every partition, served;
+/// its ledger and the consumers' ownership (what recovery works). `sole`: alone on its log.
+async fn node(
+    log: Arc<MemoryLog>,
+    store: SharedStore,
+    sole: bool,
+) -> (Arc<Ledger>, Arc<Ownership>, watch::Sender<bool>) {
     let ownership = Arc::new(Ownership::new(PARTITIONS));
     let consuming = Arc::new(Ownership::new(PARTITIONS));
     let shared = Arc::new(Shared {
-        log: log.clone(),
-        store: projection.clone(),
+        log,
+        store,
         replies: Arc::new(Replies::with_node(1)),
         ownership: ownership.clone(),
         decision_wait: Duration::from_secs(10),
-        sole: true,
+        sole,
     });
     let arbiters = Arc::new(ArbiterRunner {
         shared: shared.clone(),
@@ -126,20 +125,33 @@ async fn a_million_settled_operations_do_not_slow_finding_a_hundred_stuck_leases
     let consumers = Arc::new(ConsumersRunner {
         ownership: consuming.clone(),
     });
-    let (_stop, stopped) = watch::channel(false);
+    let (stop, stopped) = watch::channel(false);
     for partition in 0..PARTITIONS {
+        ownership.set_assigned(partition, true);
+        consuming.set_assigned(partition, true);
         tokio::spawn(arbiters.clone().run(partition, stopped.clone()));
         tokio::spawn(consumers.clone().run(partition, stopped.clone()));
         ownership.started_serving(partition).await;
         consuming.started_serving(partition).await;
     }
+    let router = Arc::new(Router::new(LocalPartition::all(shared), ownership, None));
+    (
+        Arc::new(Ledger::new(router, config().tools.clone())),
+        consuming,
+        stop,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_million_settled_operations_do_not_slow_finding_a_hundred_stuck_leases() {
+    let clock = ManualClock::new(T0);
+    let log = Arc::new(MemoryLog::new(PARTITIONS, clock.clone()).expect("log"));
+    let projection: SharedStore = Arc::new(MemoryStore::new());
+    populate(projection.as_ref()).await;
+
+    // The node: arbiters over their projection, and the consumers of every partition.
+    let (ledger, consuming, _stop) = node(log.clone(), projection.clone(), true).await;
     let config = config();
-    let router = Arc::new(Router::new(
-        LocalPartition::all(shared.clone()),
-        ownership.clone(),
-        None,
-    ));
-    let ledger = Arc::new(Ledger::new(router, config.tools.clone()));
     let principal: Principal = config
         .principals_by_token
         .values()
@@ -194,19 +206,19 @@ async fn a_million_settled_operations_do_not_slow_finding_a_hundred_stuck_leases
         (STUCK as usize, STUCK as usize, 0),
         "one tick reads exactly the due entries, not the {SETTLED} settled ones"
     );
-    let manual = |shared: &Shared<MemoryLog>| {
+    let manual = |store: &SharedStore| {
         ids.iter()
             .filter(|id| {
-                let record = shared.store.get(id).expect("reads").expect("exists");
+                let record = store.get(id).expect("reads").expect("exists");
                 matches!(record.state, OpState::Manual { .. })
             })
             .count()
     };
-    if manual(&shared) < STUCK as usize {
+    if manual(&projection) < STUCK as usize {
         recovery.tick().await;
     }
     assert_eq!(
-        manual(&shared),
+        manual(&projection),
         STUCK as usize,
         "every lapsed lease of an unqueryable tool went to a person within two ticks"
     );
@@ -267,40 +279,7 @@ async fn retention_expires_an_operation_with_a_legacy_id_on_a_shared_log() {
         .await
         .expect("commits");
 
-    let ownership = Arc::new(Ownership::new(PARTITIONS));
-    let consuming = Arc::new(Ownership::new(PARTITIONS));
-    let shared = Arc::new(Shared {
-        log: log.clone(),
-        store: store.clone(),
-        replies: Arc::new(Replies::with_node(1)),
-        ownership: ownership.clone(),
-        decision_wait: Duration::from_secs(10),
-        sole: false,
-    });
-    let arbiters = Arc::new(ArbiterRunner {
-        shared: shared.clone(),
-        owner: "node-1".into(),
-        observers: Vec::new(),
-        changed: Arc::new(Notify::new()),
-    });
-    let consumers = Arc::new(ConsumersRunner {
-        ownership: consuming.clone(),
-    });
-    let (_stop, stopped) = watch::channel(false);
-    for p in 0..PARTITIONS {
-        ownership.set_assigned(p, true);
-        consuming.set_assigned(p, true);
-        tokio::spawn(arbiters.clone().run(p, stopped.clone()));
-        tokio::spawn(consumers.clone().run(p, stopped.clone()));
-        ownership.started_serving(p).await;
-        consuming.started_serving(p).await;
-    }
-    let router = Arc::new(Router::new(
-        LocalPartition::all(shared.clone()),
-        ownership.clone(),
-        None,
-    ));
-    let ledger = Arc::new(Ledger::new(router, config().tools.clone()));
+    let (ledger, consuming, _stop) = node(log.clone(), store.clone(), false).await;
     let recovery = Arc::new(Recovery::new(
         consuming,
         ledger,
