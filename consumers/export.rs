@@ -15,9 +15,10 @@ use crate::core::event;
 use crate::core::fingerprint::Fingerprint;
 use crate::core::key::OperationId;
 use crate::log::model::{EventLog, LogError};
-use crate::partition::fold::{Answers, Deadlines, FoldError, find, fold_batch};
+use crate::partition::fold::{Answers, Deadlines, find, fold_batch};
+use crate::partition::replay::ReplayError;
 use crate::projection::memory::MemoryStore;
-use crate::projection::{Position, ProjectionError, ProjectionStore};
+use crate::projection::{Position, ProjectionStore};
 use serde_json::{Value, json};
 use std::io::Write;
 
@@ -42,20 +43,9 @@ pub struct ExportFilter {
 /// Why an export stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
-    /// Reading the log failed.
-    #[error("partition {partition}: {source}")]
-    Log {
-        /// Partition.
-        partition: u32,
-        /// Why.
-        source: LogError,
-    },
-    /// The fold stopped at an event it cannot apply.
+    /// Reading or folding the log failed, as it would for `audit`.
     #[error(transparent)]
-    Fold(#[from] FoldError),
-    /// The in-memory state failed.
-    #[error(transparent)]
-    Store(#[from] ProjectionError),
+    Replay(#[from] ReplayError),
     /// Writing the output failed (other than its reader going away).
     #[error("cannot write the export: {0}")]
     Write(std::io::Error),
@@ -117,7 +107,7 @@ async fn export_partition<L: EventLog>(
     out: &mut impl Write,
     written: &mut u64,
 ) -> Result<(), ExportError> {
-    let as_log = |source| ExportError::Log { partition, source };
+    let as_log = |source| ReplayError::Log { partition, source };
     let end = log.end_offset(partition).await.map_err(as_log)?;
     let state = MemoryStore::new();
     let mut position = Position::default();
@@ -128,12 +118,12 @@ async fn export_partition<L: EventLog>(
             .await
             .map_err(as_log)?;
         if records.is_empty() {
-            return Err(as_log(LogError::Corrupt {
+            return Err(ExportError::from(as_log(LogError::Corrupt {
                 partition,
                 segment: std::path::PathBuf::from("log"),
                 position: position.next_offset,
                 reason: format!("the log reported {end} events but reading stopped"),
-            }));
+            })));
         }
         // One event at a time: the state after each is what the export shows.
         for record in &records {
@@ -144,15 +134,20 @@ async fn export_partition<L: EventLog>(
                 std::slice::from_ref(record),
                 Deadlines::Unindexed,
                 Answers::Dropped,
-            )?;
+            )
+            .map_err(ReplayError::from)?;
             position = folded.position;
-            state.commit(partition, position, folded.changes).await?;
+            state
+                .commit(partition, position, folded.changes)
+                .await
+                .map_err(ReplayError::from)?;
             let (envelope, version) =
                 event::decode(&record.payload).expect("the fold decoded this event a moment ago");
             let applied = &folded.applied[0];
             // By scope: a later event of an operation created under an id of the earlier
             // layout names the current id, the record keeps the old one.
-            let after = find(&state, &envelope.scope, position.state.legacy_ids)?;
+            let after = find(&state, &envelope.scope, position.state.legacy_ids)
+                .map_err(ReplayError::from)?;
             let at_ms = position.state.last_at_ms;
             let keep = filter.since_ms.is_none_or(|t| at_ms >= t)
                 && filter.until_ms.is_none_or(|t| at_ms < t)

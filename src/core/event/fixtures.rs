@@ -308,4 +308,8 @@ fn every_event_type_has_a_fixture() {
         EVENT_TYPES.into_iter().collect(),
         "EVENT_TYPES names every type, once"
     );
+    // The samples follow the variants' order; so does EVENT_TYPES.
+    let mut in_order: Vec<&str> = samples().iter().map(|(_, e)| e.body.type_name()).collect();
+    in_order.dedup();
+    assert_eq!(in_order, EVENT_TYPES);
 }
