@@ -28,6 +28,8 @@ async fn bad_inputs_get_the_right_4xx_and_append_nothing() {
         ("control character in key", post().header("Idempotency-Key", "a\tb").body(body.clone()), 400, "invalid_key"),
         ("non-ascii key", post().header("Idempotency-Key", "k\u{e9}y".as_bytes()).body(body.clone()), 400, "invalid_key"),
         ("missing key", post().body(body.clone()), 400, "missing_key"),
+        ("two keys", post().header("Idempotency-Key", "k-a").header("Idempotency-Key", "k-b").body(body.clone()), 400, "duplicate_key"),
+        ("the same key twice", post().header("Idempotency-Key", "k-a").header("Idempotency-Key", "k-a").body(body.clone()), 400, "duplicate_key"),
         ("unknown tool", post().header("Idempotency-Key", "k1").body(json!({"tool": "nope", "holder": "w", "request": {}}).to_string()), 400, "unknown_tool"),
         ("malformed JSON", post().header("Idempotency-Key", "k1").body("{\"tool\": "), 400, "malformed_json"),
         ("missing holder", post().header("Idempotency-Key", "k1").body(json!({"tool": "payments.charge", "request": {}}).to_string()), 400, "invalid_body"),

@@ -29,14 +29,22 @@ pub(super) async fn claim(
     body: Body,
 ) -> Result<Response, ApiError> {
     let (principal, body): (_, ClaimBody) = agent_json(&state, &headers, body).await?;
-    let key = match headers.get("idempotency-key") {
-        Some(v) => Some(v.to_str().map_err(|_| {
+    let mut keys = headers.get_all("idempotency-key").iter();
+    let key = match (keys.next(), keys.next()) {
+        // A proxy keeping the last and a server keeping the first would name two operations.
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_request(
+                "duplicate_key",
+                "send exactly one Idempotency-Key header; this request has several",
+            ));
+        }
+        (Some(v), None) => Some(v.to_str().map_err(|_| {
             ApiError::bad_request(
                 "invalid_key",
                 "the Idempotency-Key has a character outside visible ASCII (0x21-0x7E)",
             )
         })?),
-        None => None,
+        (None, _) => None,
     };
     let claimed = state
         .ledger
