@@ -1,5 +1,7 @@
 //! The command line through the real binary: the development default, config errors, help.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
@@ -116,7 +118,7 @@ fn check_accepts_the_kafka_node_configs_of_deploy() {
 fn help_explains_every_command() {
     let out = opledger().arg("--help").output().expect("runs");
     let help = String::from_utf8_lossy(&out.stdout);
-    for command in ["serve", "audit", "rebuild", "check"] {
+    for command in ["serve", "audit", "export", "rebuild", "check"] {
         assert!(help.contains(command), "{help}");
     }
 }
@@ -152,4 +154,80 @@ fn the_demo_runs_a_fleet_and_reports_no_second_side_effect() {
         30,
         "every intent ran exactly once: {table}"
     );
+}
+
+/// `export` logs how many events it wrote at `info`: whether that line shows says which log
+/// filter won. The command line beats the environment; `OPLEDGER_LOG` beats `RUST_LOG`; and
+/// `RUST_LOG` is honoured when nothing else is set.
+#[test]
+fn log_filters_follow_the_usual_precedence() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("opledger.toml");
+    std::fs::write(&config, common::config_text(&dir.path().join("data"), "")).expect("writes");
+    // An empty embedded log to export.
+    let status = opledger()
+        .args(["rebuild", "--config"])
+        .arg(&config)
+        .output()
+        .expect("runs");
+    assert!(status.status.success(), "{status:?}");
+    let shows_info = |env: &[(&str, &str)], flag: Option<&str>| {
+        let mut command = opledger();
+        command
+            .args(["export", "--config"])
+            .arg(&config)
+            .env_remove("OPLEDGER_LOG")
+            .env_remove("RUST_LOG")
+            .envs(env.iter().copied());
+        if let Some(level) = flag {
+            command.args(["--log-level", level]);
+        }
+        let out = command.output().expect("runs");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).contains("exported")
+    };
+    assert!(shows_info(&[], None), "info by default");
+    assert!(
+        !shows_info(&[("RUST_LOG", "warn")], None),
+        "RUST_LOG is honoured"
+    );
+    assert!(
+        shows_info(&[("RUST_LOG", "warn"), ("OPLEDGER_LOG", "info")], None),
+        "OPLEDGER_LOG before RUST_LOG"
+    );
+    assert!(
+        shows_info(&[("OPLEDGER_LOG", "warn")], Some("info")),
+        "the flag before the environment"
+    );
+    assert!(!shows_info(&[], Some("warn")));
+}
+
+/// `audit … | head -1`: the reader goes away before the summary is printed, and the command
+/// still ends well (it used to panic on the closed pipe).
+#[test]
+fn audit_into_a_closed_pipe_ends_well() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("opledger.toml");
+    std::fs::write(&config, common::config_text(&dir.path().join("data"), "")).expect("writes");
+    let built = opledger()
+        .args(["rebuild", "--config"])
+        .arg(&config)
+        .output()
+        .expect("runs");
+    assert!(built.status.success(), "{built:?}");
+    let mut child = opledger()
+        .args(["audit", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("waits");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
 }

@@ -31,9 +31,10 @@ struct ConfigArgs {
     /// Overrides the config's data_dir.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
-    /// Log filter, e.g. `info`, `debug`, `opledger=trace` (OPLEDGER_LOG overrides it).
-    #[arg(long, default_value = "info", value_name = "FILTER")]
-    log_level: String,
+    /// Log filter, e.g. `info`, `debug`, `opledger=trace`. Without it: OPLEDGER_LOG, else
+    /// RUST_LOG, else `info`.
+    #[arg(long, value_name = "FILTER")]
+    log_level: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -199,7 +200,7 @@ pub fn main() -> ExitCode {
 
 fn audit(args: &ConfigArgs) -> anyhow::Result<()> {
     use opledger::config::Backend;
-    opledger::telemetry::init(&args.log_level);
+    opledger::telemetry::init(args.log_level.as_deref());
     let (config, _) = load(args)?;
     let mut bar = progress::Bar::new("replaying events");
     let show = |p: opledger::partition::Progress| bar.show(p.applied, p.total);
@@ -219,8 +220,19 @@ fn audit(args: &ConfigArgs) -> anyhow::Result<()> {
         })?,
     };
     bar.finish();
-    println!("{}", serde_json::to_string_pretty(&audit)?);
+    print_json(&audit)?;
     Ok(())
+}
+
+/// Prints `value` as pretty JSON on stdout. A reader that went away (`| head -1`) is not an
+/// error: the command's work is done either way.
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    use std::io::Write;
+    let text = serde_json::to_string_pretty(value)?;
+    match writeln!(std::io::stdout().lock(), "{text}") {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
 }
 
 /// An RFC 3339 time as milliseconds since the epoch.
@@ -238,7 +250,7 @@ fn export(
 ) -> anyhow::Result<()> {
     use opledger::config::Backend;
     use opledger::consumers::export::export as run;
-    opledger::telemetry::init(&args.log_level);
+    opledger::telemetry::init(args.log_level.as_deref());
     let (config, _) = load(args)?;
     filter.check()?;
     let stdout = std::io::stdout();
@@ -262,14 +274,14 @@ fn export(
 }
 
 fn rebuild(args: &ConfigArgs) -> anyhow::Result<()> {
-    opledger::telemetry::init(&args.log_level);
+    opledger::telemetry::init(args.log_level.as_deref());
     let (config, _) = load(args)?;
     let mut bar = progress::Bar::new("rebuilding projection");
     let summary = runtime()?.block_on(opledger::node::rebuild(&config, |p| {
         bar.show(p.applied, p.total)
     }))?;
     bar.finish();
-    println!("{}", serde_json::to_string_pretty(&summary)?);
+    print_json(&summary)?;
     Ok(())
 }
 
@@ -304,7 +316,7 @@ fn check(path: &std::path::Path) -> anyhow::Result<()> {
 }
 
 fn demo(options: opledger::demo::DemoOptions, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
-    opledger::telemetry::init("warn");
+    opledger::telemetry::init(Some("warn"));
     let temporary = data_dir.is_none();
     let dir = data_dir.unwrap_or_else(|| {
         std::env::temp_dir().join(format!("opledger-demo-{}", uuid::Uuid::new_v4().simple()))

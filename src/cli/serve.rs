@@ -38,7 +38,7 @@ fn override_backend(config: &mut Config, o: &Overrides) -> anyhow::Result<()> {
 
 /// Runs `serve`.
 pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
-    opledger::telemetry::init(&args.log_level);
+    opledger::telemetry::init(args.log_level.as_deref());
     let (mut config, dev_token) = load(args)?;
     if let Some(addr) = overrides.listen {
         config.listen = addr;
