@@ -195,6 +195,12 @@ async fn executor_reports_follow_the_contract_table() {
         (409, Some("not_holder")),
         "{b}"
     );
+    assert!(
+        b["rejection"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("holder")),
+        "a rejection says what it means: {b}"
+    );
     assert_eq!(b["state"], "processing");
     let (s, b) = server.post(TOKEN_A, &path("heartbeat"), hb("w1", 5)).await;
     assert_eq!(

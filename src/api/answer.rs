@@ -162,7 +162,8 @@ pub fn render_answer(principal: &Principal, answer: &Answer) -> Response {
             }
         }
         Decision::Rejected(r) => {
-            let mut rejection = json!({ "code": r.code(), "number": r.number() });
+            let mut rejection =
+                json!({ "code": r.code(), "number": r.number(), "message": r.message() });
             if let Rejection::StaleVersion { expected, current } = r {
                 rejection["expected_version"] = json!(expected);
                 rejection["current_version"] = json!(current);

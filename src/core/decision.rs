@@ -117,6 +117,44 @@ impl Rejection {
         }
     }
 
+    /// What the refusal means and what to do, for a person reading the answer.
+    pub fn message(self) -> &'static str {
+        match self {
+            Self::UnknownOperation => "no such operation: claim it first",
+            Self::StaleVersion { .. } => {
+                "the operation changed since you read it: read it again and retry with its current version"
+            }
+            Self::NotHolder => "another worker executes this operation: only its holder may report",
+            Self::AlreadyFinished => {
+                "the operation already finished with another report: read it for its outcome"
+            }
+            Self::LeaseExpired => {
+                "your lease lapsed: the operation may be claimed by another worker; report your outcome (complete, fail or unknown) instead of continuing"
+            }
+            Self::NotRunning => {
+                "the operation is not being executed (released, outcome unknown, or with an operator): read it"
+            }
+            Self::NothingToTakeOver => {
+                "only an unknown outcome, an operation waiting for a person, or a lapsed lease can be taken over"
+            }
+            Self::TakenOverByAnother => "another operator has taken this operation over",
+            Self::NotTakenOver => "take the operation over before resolving it",
+            Self::NothingToRecover => {
+                "only an unknown outcome or a lapsed lease can be investigated"
+            }
+            Self::LeaseLive => "the executor's lease is still live: nothing to investigate yet",
+            Self::RecoveryInProgress => "another recoverer is investigating this operation",
+            Self::NotDue => "its next status check is not due yet",
+            Self::NotRecoverer => {
+                "only the recoverer holding the recovery lease may report evidence"
+            }
+            Self::NotExpired => "its retention has not lapsed yet (by the log's time)",
+            Self::NotSettled => {
+                "only completed or definitely failed operations expire: this one may still have an effect"
+            }
+        }
+    }
+
     /// The stable numeric code (never reused).
     pub fn number(self) -> u16 {
         match self {
@@ -199,7 +237,12 @@ mod tests {
         );
         let mut numbers = std::collections::BTreeSet::new();
         let mut codes = std::collections::BTreeSet::new();
+        let mut messages = std::collections::BTreeSet::new();
         for (rejection, code, number) in PINNED {
+            assert!(
+                messages.insert(rejection.message()),
+                "{code} has a message of its own"
+            );
             assert_eq!((rejection.code(), rejection.number()), (code, number));
             assert!(numbers.insert(number), "number {number} used twice");
             assert!(codes.insert(code), "code {code} used twice");
