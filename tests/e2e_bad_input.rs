@@ -50,6 +50,14 @@ async fn bad_inputs_get_the_right_4xx_and_append_nothing() {
     for (what, request, status, code) in cases {
         let (got, body) = send(request).await;
         assert_eq!(got, status, "{what}: {body}");
+        if code == "unknown_tool" {
+            assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("\"nope\"")),
+                "the tool asked for is named: {body}"
+            );
+        }
         assert_eq!(body["error"]["code"], code, "{what}: {body}");
         assert!(
             body["error"]["message"]

@@ -57,7 +57,7 @@ impl From<LedgerError> for ApiError {
         let (status, code) = match &e {
             E::MissingKey => (StatusCode::BAD_REQUEST, "missing_key"),
             E::Key(_) => (StatusCode::BAD_REQUEST, "invalid_key"),
-            E::UnknownTool => (StatusCode::BAD_REQUEST, "unknown_tool"),
+            E::UnknownTool(_) => (StatusCode::BAD_REQUEST, "unknown_tool"),
             E::ToolNotAllowed => (StatusCode::FORBIDDEN, "tool_not_allowed"),
             E::Input(_) => (StatusCode::BAD_REQUEST, "invalid_field"),
             E::Fingerprint(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
@@ -95,7 +95,7 @@ mod tests {
         let pinned: Vec<(LedgerError, u16, &str)> = vec![
             (LedgerError::MissingKey, 400, "missing_key"),
             (LedgerError::Key(KeyError::Empty), 400, "invalid_key"),
-            (LedgerError::UnknownTool, 400, "unknown_tool"),
+            (LedgerError::unknown_tool("nope"), 400, "unknown_tool"),
             (LedgerError::ToolNotAllowed, 403, "tool_not_allowed"),
             (
                 LedgerError::Input(InputError {
@@ -138,7 +138,7 @@ mod tests {
         let listed = |e: &LedgerError| match e {
             LedgerError::MissingKey
             | LedgerError::Key(_)
-            | LedgerError::UnknownTool
+            | LedgerError::UnknownTool(_)
             | LedgerError::ToolNotAllowed
             | LedgerError::Input(_)
             | LedgerError::Fingerprint(_)

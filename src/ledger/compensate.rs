@@ -31,12 +31,15 @@ impl Ledger {
         let contract = self
             .tools
             .get(&original.tool)
-            .ok_or(LedgerError::UnknownTool)?;
+            .ok_or_else(|| LedgerError::unknown_tool(&original.tool))?;
         let tool = contract
             .compensation
             .as_deref()
             .ok_or(LedgerError::NoCompensation)?;
-        let compensating = self.tools.get(tool).ok_or(LedgerError::UnknownTool)?;
+        let compensating = self
+            .tools
+            .get(tool)
+            .ok_or_else(|| LedgerError::unknown_tool(tool))?;
         if !principal.may_use(tool) {
             return Err(LedgerError::ToolNotAllowed);
         }

@@ -17,8 +17,10 @@ pub enum LedgerError {
     #[error(transparent)]
     Key(#[from] KeyError),
     /// The tool is not declared.
-    #[error("the tool is not declared in this ledger's config")]
-    UnknownTool,
+    #[error(
+        "the tool {0:?} is not declared in this ledger's config (`opledger check --config FILE` lists the declared ones)"
+    )]
+    UnknownTool(String),
     /// The principal may not use the tool.
     #[error("this principal may not use the tool")]
     ToolNotAllowed,
@@ -69,6 +71,12 @@ pub enum LedgerError {
 }
 
 impl LedgerError {
+    /// An unknown tool, named as asked but at most 64 characters of it: a name is not a
+    /// secret, but a caller's text is never echoed at length.
+    pub fn unknown_tool(name: &str) -> Self {
+        Self::UnknownTool(name.chars().take(64).collect())
+    }
+
     /// Whether the same call may simply be repeated (the API answers these with 503).
     pub fn retriable(&self) -> bool {
         matches!(

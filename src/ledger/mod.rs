@@ -80,7 +80,10 @@ impl Ledger {
         principal: &Principal,
         input: ClaimInput<'_>,
     ) -> Result<Claimed, LedgerError> {
-        let contract = self.tools.get(input.tool).ok_or(LedgerError::UnknownTool)?;
+        let contract = self
+            .tools
+            .get(input.tool)
+            .ok_or_else(|| LedgerError::unknown_tool(input.tool))?;
         let allowed = principal.may_use(input.tool);
         if !allowed && !contract.is_recorded() {
             return Err(LedgerError::ToolNotAllowed);
