@@ -156,21 +156,26 @@ fn the_demo_runs_a_fleet_and_reports_no_second_side_effect() {
     );
 }
 
+/// A config in `dir` and its empty embedded ledger (built with `rebuild`); the config's path.
+fn empty_ledger(dir: &std::path::Path) -> std::path::PathBuf {
+    let config = dir.join("opledger.toml");
+    std::fs::write(&config, common::config_text(&dir.join("data"), "")).expect("writes");
+    let built = opledger()
+        .args(["rebuild", "--config"])
+        .arg(&config)
+        .output()
+        .expect("runs");
+    assert!(built.status.success(), "{built:?}");
+    config
+}
+
 /// `export` logs how many events it wrote at `info`: whether that line shows says which log
 /// filter won. The command line beats the environment; `OPLEDGER_LOG` beats `RUST_LOG`; and
 /// `RUST_LOG` is honoured when nothing else is set.
 #[test]
 fn log_filters_follow_the_usual_precedence() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("opledger.toml");
-    std::fs::write(&config, common::config_text(&dir.path().join("data"), "")).expect("writes");
-    // An empty embedded log to export.
-    let status = opledger()
-        .args(["rebuild", "--config"])
-        .arg(&config)
-        .output()
-        .expect("runs");
-    assert!(status.status.success(), "{status:?}");
+    let config = empty_ledger(dir.path());
     let shows_info = |env: &[(&str, &str)], flag: Option<&str>| {
         let mut command = opledger();
         command
@@ -207,14 +212,7 @@ fn log_filters_follow_the_usual_precedence() {
 #[test]
 fn audit_into_a_closed_pipe_ends_well() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("opledger.toml");
-    std::fs::write(&config, common::config_text(&dir.path().join("data"), "")).expect("writes");
-    let built = opledger()
-        .args(["rebuild", "--config"])
-        .arg(&config)
-        .output()
-        .expect("runs");
-    assert!(built.status.success(), "{built:?}");
+    let config = empty_ledger(dir.path());
     let mut child = opledger()
         .args(["audit", "--config"])
         .arg(&config)
