@@ -1,7 +1,10 @@
 //! The audit consumer: replays a whole log through the same fold as the arbiters, into memory,
 //! without touching the live projection, and summarises the derived state with the same digest
-//! that `rebuild` computes from the projection. Equal logs give equal digests.
+//! that `rebuild` computes from the projection. Equal logs give equal digests. It also prints
+//! every partition's hash-chain head and their root (see `verify`), for an auditor to keep
+//! elsewhere and check the log against next time.
 
+use super::verify::ChainHeads;
 use crate::core::digest::{StateSummary, Tally};
 use crate::log::model::EventLog;
 use crate::partition::Progress;
@@ -22,6 +25,8 @@ pub struct Audit {
     pub events_by_type: BTreeMap<String, u64>,
     /// Decisions by code (what every event was answered).
     pub decisions: BTreeMap<String, u64>,
+    /// The hash chain's heads and root over the events audited.
+    pub chain: ChainHeads,
 }
 
 /// Replays every partition from offset 0 up to its end at the start of the audit, in
@@ -45,9 +50,11 @@ pub async fn audit<L: EventLog>(
             *decisions.entry((*code).to_owned()).or_default() += n;
         }
     }
+    let heads: Vec<_> = parts.iter().map(|p| p.head).collect();
     Ok(Audit {
         summary: tally.summary(events),
         events_by_type,
         decisions,
+        chain: ChainHeads::of(&heads),
     })
 }

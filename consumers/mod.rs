@@ -8,6 +8,8 @@
 //! * [`metrics`]: counts what each event the arbiter applied meant.
 //! * [`audit`]: replays the whole log in memory for an auditor.
 //! * [`export`]: streams the log's events, decoded and filtered, as JSON Lines.
+//! * [`verify`]: recomputes every partition's hash chain and checks it against heads recorded
+//!   earlier.
 //!
 //! Compensation is not a consumer: it is requested by a caller, through the ledger.
 
@@ -17,3 +19,4 @@ pub mod metrics;
 pub mod recovery;
 pub mod retention;
 pub mod runner;
+pub mod verify;

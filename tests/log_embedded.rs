@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use opledger::log::embedded::{EmbeddedLog, EmbeddedOptions};
 use opledger::log::model::{Appended, EventLog, LogError, LogRecord, NewRecord};
 
-const FRAME_OVERHEAD: u64 = 56;
+const FRAME_OVERHEAD: u64 = 88;
 
 fn rec(n: u64, len: usize) -> NewRecord {
     let mut key = [0u8; 32];
@@ -374,7 +374,7 @@ async fn log_id_is_stable_and_meta_is_written() {
     let a = open(&tmp.path().join("a"), EmbeddedOptions::new(2));
     assert_eq!(a.log_id(), id_a);
     let meta = fs::read_to_string(tmp.path().join("a/log.meta")).unwrap();
-    assert!(meta.contains("format_version = 1"), "{meta}");
+    assert!(meta.contains("format_version = 2"), "{meta}");
     assert!(meta.contains("partitions = 2"), "{meta}");
     assert!(meta.contains(&id_a.to_string()), "{meta}");
     assert!(!tmp.path().join("a/log.meta.tmp").exists());
@@ -520,7 +520,7 @@ async fn torn_first_frame_of_a_fresh_segment() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let mut options = EmbeddedOptions::new(1);
-    options.segment_bytes_max = 500;
+    options.segment_bytes_max = 600;
     let log = open(dir, options.clone());
     let appended = append_each(&log, 0, 0, 9, 100).await; // 3 frames per segment -> 3 segments
     drop(log);
@@ -925,4 +925,93 @@ async fn writer_threads_must_be_between_one_and_the_partition_count() {
         }
         log.close().unwrap();
     }
+}
+
+/// A frame as log format 1 wrote it: no seal, the checksum over the body only.
+fn unsealed_frame(offset: u64, timestamp_ms: u64, record: &NewRecord) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&offset.to_le_bytes());
+    body.extend_from_slice(&timestamp_ms.to_le_bytes());
+    body.extend_from_slice(&record.key);
+    body.extend_from_slice(&record.payload);
+    let mut frame = (body.len() as u32).to_le_bytes().to_vec();
+    frame.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    frame.extend_from_slice(&body);
+    frame
+}
+
+/// A log written before seals (format 1) opens, is moved to format 2 before its first sealed
+/// frame, and chains old and new records alike; a change to an old, unsealed record is caught
+/// by the first sealed record after it, which says that the change may lie before it.
+#[tokio::test]
+async fn a_log_of_format_1_is_upgraded_and_its_old_records_stay_covered_by_the_chain() {
+    use opledger::consumers::verify::{ChainHeads, verify};
+    use opledger::log::chain::Chain;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let id = "1b4e28ba-2fa1-41d2-883f-0016d3cca427";
+    fs::write(
+        dir.join("log.meta"),
+        format!("opledger-embedded-log\nformat_version = 1\npartitions = 1\nlog_id = {id}\n"),
+    )
+    .unwrap();
+    fs::create_dir(dir.join("p0000")).unwrap();
+    let old: Vec<NewRecord> = (0..3).map(|n| rec(n, 40)).collect();
+    let segment = dir.join("p0000").join("00000000000000000000.seg");
+    let bytes: Vec<u8> = (0u64..)
+        .zip(&old)
+        .flat_map(|(offset, r)| unsealed_frame(offset, 1_000 + offset, r))
+        .collect();
+    fs::write(&segment, &bytes).unwrap();
+
+    let log = open(dir, EmbeddedOptions::new(1));
+    assert_eq!(log.log_id().to_string(), id);
+    let meta = fs::read_to_string(dir.join("log.meta")).unwrap();
+    assert!(meta.contains("format_version = 2"), "{meta}");
+    let new = append_each(&log, 0, 10, 2, 40).await;
+    let read = read_all(&log, 0).await;
+    assert_eq!(read.len(), 5);
+    assert_eq!(&*read[1].payload, old[1].payload.as_slice());
+    let mut chain = Chain::new(0);
+    for r in old.iter().chain(new.iter().map(|(r, _)| r)) {
+        chain.push(&r.key, &r.payload);
+    }
+    let log = Arc::new(log);
+    let heads = verify(Arc::clone(&log), None, |_| {}).await.unwrap();
+    assert_eq!(heads, ChainHeads::of(&[chain.head()]));
+    drop(log);
+    open(dir, EmbeddedOptions::new(1));
+
+    // Change the middle old record, its body checksum recomputed: the frame looks whole.
+    let mut changed = old[1].clone();
+    changed.payload[0] ^= 1;
+    let mut tampered = fs::read(&segment).unwrap();
+    let frame = unsealed_frame(1, 1_001, &changed);
+    let at = bytes.len() / 3;
+    tampered[at..at + frame.len()].copy_from_slice(&frame);
+    fs::write(&segment, &tampered).unwrap();
+    match EmbeddedLog::open(dir, EmbeddedOptions::new(1)) {
+        Err(e @ LogError::ChainBroken { .. }) => {
+            let LogError::ChainBroken {
+                partition,
+                offset,
+                unsealed_before,
+                ..
+            } = &e
+            else {
+                unreachable!()
+            };
+            assert_eq!((*partition, *offset, *unsealed_before), (0, 3, 3));
+            assert!(
+                e.to_string()
+                    .contains("or one of the 3 records before it (written before seals"),
+                "{e}"
+            );
+        }
+        other => panic!("expected ChainBroken, got {:?}", other.err()),
+    }
+    assert!(matches!(
+        EmbeddedLog::open_read_only(dir),
+        Err(LogError::ChainBroken { offset: 3, .. })
+    ));
 }

@@ -1,11 +1,12 @@
-//! The command line: `serve`, `audit`, `export`, `rebuild`, `check`, `demo`.
+//! The command line: `serve`, `audit`, `verify`, `export`, `rebuild`, `check`, `demo`.
 
 mod progress;
 mod serve;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use opledger::config::Config;
+use opledger::config::{Backend, Config};
+use opledger::log::any::AnyLog;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -62,6 +63,20 @@ enum Command {
     Audit {
         #[command(flatten)]
         args: ConfigArgs,
+    },
+    /// Check the log's hash chains: recompute every partition's chain from its events (the
+    /// embedded log also checks each event against the seal written with it) and print each
+    /// partition's head and the root over them. With `--against`, also check that the log
+    /// still holds the history that heads printed earlier (by `audit` or `verify`) commit to.
+    /// Exits non-zero naming the first partition (and, on the embedded log, offset) that
+    /// breaks.
+    Verify {
+        #[command(flatten)]
+        args: ConfigArgs,
+        /// JSON printed by an earlier `opledger audit` or `opledger verify`, kept where the
+        /// log's writers cannot change it.
+        #[arg(long, value_name = "FILE")]
+        against: Option<PathBuf>,
     },
     /// Stream the log's events, decoded, as JSON Lines on stdout (partition by partition, each
     /// in offset order): where each is, its operation, tool and principal, the decision and the
@@ -157,6 +172,7 @@ pub fn main() -> ExitCode {
         ),
         Command::Audit { args } => audit(&args),
         Command::Rebuild { args } => rebuild(&args),
+        Command::Verify { args, against } => verify(&args, against.as_deref()),
         Command::Export {
             args,
             since,
@@ -192,36 +208,86 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("opledger: error: {e:#}");
+            eprintln!("opledger: error: {}", said_once(&e));
             ExitCode::FAILURE
         }
     }
 }
 
+/// The error and its causes, each said once: a cause whose text an outer message already
+/// includes (many errors name their cause in their own message) is not repeated.
+fn said_once(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
+/// The configured log, for reading only (a snapshot of the embedded log; the Kafka topic as
+/// it grows). Call inside the runtime: the Kafka readers belong to it.
+fn log_for_reading(config: &Config) -> anyhow::Result<Arc<AnyLog>> {
+    Ok(Arc::new(match &config.backend {
+        Backend::Embedded => {
+            let dir = config.data_dir.join("log");
+            AnyLog::Embedded(
+                opledger::log::embedded::EmbeddedLog::open_read_only(&dir)
+                    .with_context(|| format!("cannot read the log in {}", dir.display()))?,
+            )
+        }
+        Backend::Kafka(kafka) => AnyLog::Kafka(
+            opledger::log::kafka::KafkaLog::open(opledger::node::kafka_options(config, kafka))
+                .with_context(|| format!("cannot read the Kafka topic {}", kafka.topic))?,
+        ),
+    }))
+}
+
 fn audit(args: &ConfigArgs) -> anyhow::Result<()> {
-    use opledger::config::Backend;
     opledger::telemetry::init(args.log_level.as_deref());
     let (config, _) = load(args)?;
     let mut bar = progress::Bar::new("replaying events");
     let show = |p: opledger::partition::Progress| bar.show(p.applied, p.total);
-    let audit = match &config.backend {
-        Backend::Embedded => {
-            let dir = config.data_dir.join("log");
-            let log = opledger::log::embedded::EmbeddedLog::open_read_only(&dir)
-                .with_context(|| format!("cannot read the log in {}", dir.display()))?;
-            runtime()?.block_on(opledger::consumers::audit::audit(Arc::new(log), show))?
-        }
-        Backend::Kafka(kafka) => runtime()?.block_on(async {
-            // Inside the runtime: the Kafka readers belong to it.
-            let options = opledger::node::kafka_options(&config, kafka);
-            let log = opledger::log::kafka::KafkaLog::open(options)
-                .with_context(|| format!("cannot read the Kafka topic {}", kafka.topic))?;
-            anyhow::Ok(opledger::consumers::audit::audit(Arc::new(log), show).await?)
-        })?,
-    };
+    let audit = runtime()?.block_on(async {
+        let log = log_for_reading(&config)?;
+        anyhow::Ok(opledger::consumers::audit::audit(log, show).await?)
+    })?;
     bar.finish();
     print_json(&audit)?;
     Ok(())
+}
+
+fn verify(args: &ConfigArgs, against: Option<&std::path::Path>) -> anyhow::Result<()> {
+    use opledger::consumers::verify::{ChainHeads, verify as run};
+    opledger::telemetry::init(args.log_level.as_deref());
+    let (config, _) = load(args)?;
+    let recorded = match against {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the recorded heads {}", path.display()))?;
+            let heads =
+                ChainHeads::parse(&text).with_context(|| format!("in {}", path.display()))?;
+            Some(heads)
+        }
+        None => None,
+    };
+    let mut bar = progress::Bar::new("verifying the hash chain");
+    let show = |p: opledger::partition::Progress| bar.show(p.applied, p.total);
+    let heads = runtime()?.block_on(async {
+        let log = log_for_reading(&config)?;
+        anyhow::Ok(run(log, recorded.as_ref(), show).await?)
+    })?;
+    bar.finish();
+    let events: u64 = heads.partitions.iter().map(|p| p.events).sum();
+    print_json(&serde_json::json!({
+        "verified": true,
+        "events": events,
+        "against_recorded_heads": recorded.is_some(),
+        "chain": heads,
+    }))
 }
 
 /// Prints `value` as pretty JSON on stdout. A reader that went away (`| head -1`) is not an
@@ -248,27 +314,16 @@ fn export(
     args: &ConfigArgs,
     filter: opledger::consumers::export::ExportFilter,
 ) -> anyhow::Result<()> {
-    use opledger::config::Backend;
     use opledger::consumers::export::export as run;
     opledger::telemetry::init(args.log_level.as_deref());
     let (config, _) = load(args)?;
     filter.check()?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let written = match &config.backend {
-        Backend::Embedded => {
-            let dir = config.data_dir.join("log");
-            let log = opledger::log::embedded::EmbeddedLog::open_read_only(&dir)
-                .with_context(|| format!("cannot read the log in {}", dir.display()))?;
-            runtime()?.block_on(run(&log, &filter, &mut out))?
-        }
-        Backend::Kafka(kafka) => runtime()?.block_on(async {
-            let options = opledger::node::kafka_options(&config, kafka);
-            let log = opledger::log::kafka::KafkaLog::open(options)
-                .with_context(|| format!("cannot read the Kafka topic {}", kafka.topic))?;
-            anyhow::Ok(run(&log, &filter, &mut out).await?)
-        })?,
-    };
+    let written = runtime()?.block_on(async {
+        let log = log_for_reading(&config)?;
+        anyhow::Ok(run(log.as_ref(), &filter, &mut out).await?)
+    })?;
     tracing::info!(events = written, "exported");
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! the backends. The log is the source of truth; everything else is derived from it.
 
 pub mod any;
+pub mod chain;
 #[cfg(any(test, feature = "test-support"))]
 pub mod conformance;
 pub mod embedded;

@@ -77,6 +77,31 @@ pub enum LogError {
         /// What is wrong.
         reason: String,
     },
+    /// A record no longer matches the seal written with it: the record, its timestamp or one
+    /// of the unsealed records just before it was changed after it was written (a frame
+    /// checksum alone cannot tell, since whoever changes a byte can recompute it).
+    #[error(
+        "the hash chain of partition {partition} breaks at offset {offset} ({path} at byte {position}): {what} changed after it was written; find out who changed it, restore the log from a backup, and check the restored copy with `opledger verify --against` and heads recorded earlier",
+        path = .segment.display(),
+        what = if *.unsealed_before == 0 {
+            "the record or its timestamp".to_owned()
+        } else {
+            format!("the record, its timestamp or one of the {} records before it (written before seals, log format 1)", .unsealed_before)
+        }
+    )]
+    ChainBroken {
+        /// Partition whose chain breaks.
+        partition: u32,
+        /// Offset of the first record whose seal disagrees.
+        offset: Offset,
+        /// Segment holding that record.
+        segment: PathBuf,
+        /// Byte position of its frame in `segment`.
+        position: u64,
+        /// Records without a seal right before it (written before log format 2); the change
+        /// may be in any of them.
+        unsealed_before: u64,
+    },
     /// The partition number is not below the partition count.
     #[error("partition {partition} out of range (partition count {partition_count})")]
     PartitionOutOfRange {

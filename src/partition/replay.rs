@@ -5,6 +5,7 @@
 use super::Progress;
 use super::fold::{Answers, Deadlines, FoldError, fold_batch};
 use crate::core::digest::Tally;
+use crate::log::chain::{Chain, Head};
 use crate::log::model::{EventLog, LogError};
 use crate::projection::memory::MemoryStore;
 use crate::projection::{Position, ProjectionError, ProjectionStore};
@@ -93,6 +94,8 @@ pub struct Part {
     pub decisions: HashMap<&'static str, u64>,
     /// Its operations, counted and digested.
     pub tally: Tally,
+    /// The hash chain over its events.
+    pub head: Head,
 }
 
 /// Folds `partition` up to `end` into a memory of its own, telling `applied` after each slice.
@@ -109,7 +112,9 @@ async fn replay<L: EventLog>(
         events_by_type: HashMap::new(),
         decisions: HashMap::new(),
         tally: Tally::default(),
+        head: Chain::new(partition).head(),
     };
+    let mut chain = Chain::new(partition);
     let mut position = part.state.position(partition)?;
     while position.next_offset < end {
         let want = READ_BATCH_RECORDS_MAX.min((end - position.next_offset) as usize);
@@ -141,6 +146,9 @@ async fn replay<L: EventLog>(
             Deadlines::Unindexed,
             Answers::Dropped,
         )?;
+        for record in &records {
+            chain.push(&record.key, &record.payload);
+        }
         for event in &folded.applied {
             *part.events_by_type.entry(event.event).or_default() += 1;
             *part.decisions.entry(event.decision.code()).or_default() += 1;
@@ -153,6 +161,7 @@ async fn replay<L: EventLog>(
         let _ = applied.send(records.len() as u64);
     }
     part.position = position;
+    part.head = chain.head();
     let tally = &mut part.tally;
     part.state.each_record(|r| tally.add(r));
     Ok(part)

@@ -22,8 +22,13 @@ use crate::log::model::LogError;
 pub(crate) const META_FILE: &str = "log.meta";
 const META_TMP_FILE: &str = "log.meta.tmp";
 const MAGIC: &str = "opledger-embedded-log";
-/// Current on-disk format version.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+/// Current on-disk format version: 2 seals every frame (see `frame.rs`). A log of format 1
+/// is read as it is and moved to format 2 when opened for writing, before its first sealed
+/// frame, so that a build that knows only format 1 refuses it rather than misread a sealed
+/// frame as a torn tail.
+pub(crate) const FORMAT_VERSION: u32 = 2;
+/// The oldest format this build reads.
+const FORMAT_VERSION_MIN: u32 = 1;
 
 /// Parsed contents of `log.meta`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,9 +96,9 @@ fn parse_meta(text: &str) -> Result<Meta, String> {
         }
     }
     let format_version = version.ok_or("missing format_version")?;
-    if format_version != FORMAT_VERSION {
+    if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&format_version) {
         return Err(format!(
-            "unsupported format_version {format_version} (this build reads {FORMAT_VERSION})"
+            "unsupported format_version {format_version} (this build reads {FORMAT_VERSION_MIN} to {FORMAT_VERSION}); run a build that knows it"
         ));
     }
     Ok(Meta {
@@ -144,8 +149,12 @@ mod tests {
         };
         assert_eq!(parse_meta(&render_meta(&meta)), Ok(meta.clone()));
         assert!(parse_meta("garbage").is_err());
-        let newer = render_meta(&meta).replace("format_version = 1", "format_version = 2");
+        let older = render_meta(&meta).replace("format_version = 2", "format_version = 1");
+        assert_eq!(parse_meta(&older).map(|m| m.format_version), Ok(1));
+        let newer = render_meta(&meta).replace("format_version = 2", "format_version = 3");
         assert!(parse_meta(&newer).is_err());
+        let ancient = render_meta(&meta).replace("format_version = 2", "format_version = 0");
+        assert!(parse_meta(&ancient).is_err());
         let missing = render_meta(&meta).replace("partitions = 12\n", "");
         assert!(parse_meta(&missing).is_err());
     }

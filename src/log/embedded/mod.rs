@@ -19,7 +19,9 @@
 //! after another, so at most `writer_threads` fsyncs are in flight at once. Measured on a
 //! 2-core VM, 8 partitions: the raw log did ~234k records/s with 8 threads and ~98k with 2,
 //! while CPU-bound end-to-end claims were the same either way — hence the default.
-//! Reads are served from an in-memory tail cache or from the segment files via a sparse index. Opening the log verifies every frame and truncates a torn tail of each
+//! Reads are served from an in-memory tail cache or from the segment files via a sparse index.
+//! Opening the log verifies every frame, recomputes each partition's hash chain against the
+//! seal every frame carries (`sealing.rs`, `log::chain`), and truncates a torn tail of each
 //! partition's last segment.
 
 mod cache;
@@ -30,6 +32,7 @@ mod open;
 mod options;
 mod partition;
 mod partition_writer;
+mod sealing;
 mod segment;
 mod writer;
 

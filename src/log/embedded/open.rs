@@ -64,6 +64,8 @@ impl EmbeddedLog {
             recovered.push((pdir, rec));
         }
 
+        // Every partition verified: only now may the first sealed frame follow older ones.
+        let meta = upgrade(dir, meta)?;
         let threads = options.writer_threads as usize;
         let mut partitions = Vec::with_capacity(recovered.len());
         // Partition writers per thread; partitions are visited in ascending order, so thread
@@ -84,6 +86,7 @@ impl EmbeddedLog {
                 segment_len: rec.last_segment_len,
                 next_offset: rec.next_offset,
                 last_timestamp_ms: rec.last_timestamp_ms,
+                head: rec.head,
             };
             let shared = Arc::new(PartitionShared::new(
                 p,
@@ -191,6 +194,21 @@ fn initialize(dir: &Path, partitions: u32) -> Result<Meta, LogError> {
     // write_meta fsyncs `dir`, which also makes the partition directory entries durable.
     meta::write_meta(dir, &meta)?;
     Ok(meta)
+}
+
+/// Moves a log of an older format to the current one (frames already written stay as they
+/// are; new ones are sealed).
+fn upgrade(dir: &Path, meta: Meta) -> Result<Meta, LogError> {
+    if meta.format_version == meta::FORMAT_VERSION {
+        return Ok(meta);
+    }
+    let upgraded = Meta {
+        format_version: meta::FORMAT_VERSION,
+        ..meta
+    };
+    meta::write_meta(dir, &upgraded)?;
+    tracing::info!(dir = %dir.display(), from = meta.format_version, to = upgraded.format_version, "log format upgraded: records from now on are sealed into the hash chain; older ones are covered by the chain but carry no seal of their own");
+    Ok(upgraded)
 }
 
 /// Without `log.meta`, no open ever completed, so no record was ever acknowledged here.

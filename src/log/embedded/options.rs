@@ -89,7 +89,7 @@ impl EmbeddedOptions {
                 self.partitions, self.writer_threads
             ));
         }
-        let frame_body_max = u32::MAX as usize - frame::BODY_FIXED_LEN;
+        let frame_body_max = frame::BODY_LEN_MAX - frame::BODY_FIXED_LEN;
         if self.record_bytes_max > frame_body_max {
             return bad(format!(
                 "record_bytes_max must be at most {frame_body_max}, got {}",

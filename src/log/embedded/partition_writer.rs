@@ -16,6 +16,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::log::chain::{self, Chain, Head};
 use crate::log::embedded::frame;
 use crate::log::embedded::index::IndexEntry;
 use crate::log::embedded::meta::io_err;
@@ -31,6 +32,8 @@ pub(crate) struct WriterStart {
     pub segment_len: u64,
     pub next_offset: Offset,
     pub last_timestamp_ms: u64,
+    /// The chain over every record so far.
+    pub head: Head,
 }
 
 /// Frames written (but maybe not yet synced) and not yet published.
@@ -40,6 +43,8 @@ pub(crate) struct Written {
     /// What publishing adds to the shared state; `commit.end` is the new next offset.
     commit: Commit,
     timestamp_ms: u64,
+    /// The chain after the written records.
+    chain: Chain,
 }
 
 /// One partition's segment file and append position.
@@ -51,6 +56,8 @@ pub(crate) struct PartitionWriter {
     segment_len: u64,
     next_offset: Offset,
     last_timestamp_ms: u64,
+    /// The chain over every published record.
+    chain: Chain,
     /// Set after a failed write or sync; the partition then refuses every append.
     poisoned: Option<String>,
 }
@@ -73,6 +80,7 @@ impl PartitionWriter {
             segment_len: start.segment_len,
             next_offset: start.next_offset,
             last_timestamp_ms: start.last_timestamp_ms,
+            chain: Chain::resume(start.head),
             poisoned: None,
         })
     }
@@ -112,6 +120,7 @@ impl PartitionWriter {
         let mut commit = Commit::default();
         let mut acks = Vec::with_capacity(requests.len());
         let mut offset = self.next_offset;
+        let mut chain = self.chain;
         buf.clear();
         for req in requests {
             let mut ack = Vec::with_capacity(req.records.len());
@@ -136,7 +145,8 @@ impl PartitionWriter {
                         position,
                     });
                 }
-                frame::encode(buf, offset, ts, &rec.key, &rec.payload);
+                let seal = chain::seal(&chain.push(&rec.key, &rec.payload), ts);
+                frame::encode(buf, offset, ts, &rec.key, &seal, &rec.payload);
                 if cfg.cache_enabled {
                     commit.records.push(LogRecord {
                         partition,
@@ -160,6 +170,7 @@ impl PartitionWriter {
             acks,
             commit,
             timestamp_ms: ts,
+            chain,
         })
     }
 
@@ -176,6 +187,7 @@ impl PartitionWriter {
     pub fn publish(&mut self, written: Written) -> Vec<Vec<Appended>> {
         self.next_offset = written.commit.end;
         self.last_timestamp_ms = written.timestamp_ms;
+        self.chain = written.chain;
         self.shared.commit(written.commit);
         written.acks
     }

@@ -9,9 +9,11 @@ use std::io::{BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::log::chain::Head;
 use crate::log::embedded::frame::{self, FrameRead};
 use crate::log::embedded::index::{IndexEntry, SparseIndex};
 use crate::log::embedded::meta::{io_err, sync_dir};
+use crate::log::embedded::sealing::Sealing;
 use crate::log::model::{LogError, LogRecord, Offset};
 
 const SEGMENT_SUFFIX: &str = ".seg";
@@ -80,6 +82,8 @@ pub(crate) struct Recovered {
     pub last_timestamp_ms: u64,
     /// Byte length of the last segment (where appends continue).
     pub last_segment_len: u64,
+    /// The chain over every record, checked against every stored seal.
+    pub head: Head,
 }
 
 fn corrupt(partition: u32, segment: &Path, position: u64, reason: String) -> LogError {
@@ -140,6 +144,7 @@ pub(crate) fn recover_partition(
     let mut expected: Offset = 0;
     let mut last_timestamp_ms = 0u64;
     let mut last_segment_len = 0u64;
+    let mut sealing = Sealing::new(partition);
     let mut body = Vec::new();
     let last = segments.len() - 1;
     for (i, seg) in segments.iter().enumerate() {
@@ -176,6 +181,7 @@ pub(crate) fn recover_partition(
                     h.offset
                 ),
                 FrameRead::Frame(h) => {
+                    sealing.check(&h, &body[h.payload_start..], &seg.path, pos)?;
                     if expected.is_multiple_of(index_interval) {
                         index.push(IndexEntry {
                             offset: expected,
@@ -223,6 +229,7 @@ pub(crate) fn recover_partition(
         next_offset: expected,
         last_timestamp_ms,
         last_segment_len,
+        head: sealing.chain.head(),
     })
 }
 
@@ -313,7 +320,7 @@ pub(crate) fn read_records(
                             offset: h.offset,
                             timestamp_ms: h.timestamp_ms,
                             key: h.key,
-                            payload: Arc::from(&body[frame::BODY_FIXED_LEN..]),
+                            payload: Arc::from(&body[h.payload_start..]),
                         });
                         if out.len() == count {
                             return Ok(out);
@@ -341,6 +348,31 @@ pub(crate) fn read_records(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A segment of both frame formats, frozen: the older frame still reads, both chain into
+    /// the published vectors (`schemas/chain.md`), and this build seals byte for byte the same.
+    #[test]
+    fn the_frozen_frames_of_both_formats_recover_into_one_chain() {
+        let text = include_str!("../../../schemas/fixtures/log-frames-v2.hex");
+        let frames: Vec<Vec<u8>> = text
+            .lines()
+            .map(|l| hex::decode(l.split_once(' ').expect("name and hex").1).expect("hex"))
+            .collect();
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::write(dir.path().join(segment_file_name(0)), frames.concat()).expect("writes");
+        let recovered = recover_partition(0, dir.path(), 1024, 1 << 20, false).expect("reads");
+        assert_eq!(recovered.next_offset, 2);
+        assert_eq!(recovered.head.records, 2);
+        assert_eq!(
+            hex::encode(recovered.head.link),
+            "143343c8cd302bf5982fed55d910bda7344cb1cc877cf7b757f4e9dd741afdd1"
+        );
+        let ts = 1_764_720_000_005;
+        let seal = crate::log::chain::seal(&recovered.head.link, ts);
+        let mut sealed = Vec::new();
+        frame::encode(&mut sealed, 1, ts, &[0x22; 32], &seal, b"second");
+        assert_eq!(sealed, frames[1]);
+    }
 
     #[test]
     fn segment_names_roundtrip() {
