@@ -18,7 +18,7 @@ use crate::core::outcome::{OutcomeKind, classify};
 use crate::core::partition::PartitionState;
 use crate::log::model::LogRecord;
 use crate::projection::{
-    Changes, DeadlineChange, Position, ProjectionError, ProjectionStore, QueueChange,
+    Changes, DeadlineChange, EventRef, Position, ProjectionError, ProjectionStore, QueueChange,
 };
 use std::collections::{HashMap, HashSet};
 
@@ -141,8 +141,9 @@ struct Before {
     deadline: Option<Deadline>,
 }
 
-/// Whether a fold keeps the deadline index (a follower into a projection does, so recovery can
-/// ask the partition what is due; `audit`'s replay into memory does not, nobody asks it).
+/// Whether a fold keeps the indexes — deadlines and history (a follower into a projection
+/// does, so recovery can ask the partition what is due and an auditor an operation's events;
+/// `audit`'s replay into memory does not, nobody asks it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Deadlines {
     /// Keep the index.
@@ -177,6 +178,7 @@ pub fn fold_batch(
     // The indexes' view of each touched operation before the batch, to update them after it.
     let mut before: HashMap<ScopedHash, Before> = HashMap::new();
     let mut owner_changed = false;
+    let mut events = Vec::new();
     let mut applied = Vec::with_capacity(records.len());
     for (i, record) in records.iter().enumerate() {
         let offset = from.next_offset + i as u64;
@@ -246,6 +248,17 @@ pub fn fold_batch(
             }
             None => current.clone(),
         };
+        // Every event of an operation that exists after it, refused ones too: an auditor
+        // reading one operation's history wants its conflicting and late attempts as well.
+        if let Some(r) = &after
+            && deadlines == Deadlines::Indexed
+        {
+            events.push(EventRef {
+                id: r.id,
+                offset,
+                decision: outcome.decision.code(),
+            });
+        }
         tracing::debug!(
             partition,
             offset,
@@ -308,6 +321,7 @@ pub fn fold_batch(
             .extend(extended_leases(partition, store, &state, &ids).map_err(projection)?);
     }
     changes.records = changed.into_values().collect();
+    changes.events = events;
     Ok(Folded {
         position: Position {
             next_offset: from.next_offset + records.len() as u64,

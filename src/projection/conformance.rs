@@ -2,7 +2,9 @@
 //! empty stores; [`check_restart`] takes one that opens the *same* storage on every call (the
 //! previous handle is dropped first, after `close` has been called on it).
 
-use super::{Changes, DeadlineChange, Due, Position, ProjectionStore, QueueChange};
+use super::{
+    Changes, DeadlineChange, Due, EventRef, HistoryEntry, Position, ProjectionStore, QueueChange,
+};
 use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
 use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::fingerprint::{FINGERPRINT_VERSION, Fingerprint};
@@ -105,7 +107,7 @@ async fn commit(
             Changes {
                 records,
                 queue,
-                deadlines: Vec::new(),
+                ..Changes::default()
             },
         )
         .await
@@ -118,6 +120,7 @@ pub async fn run_all<S: ProjectionStore>(fresh: impl Fn() -> S) {
     check_commit_and_read(&fresh()).await;
     check_queue(&fresh()).await;
     check_deadlines(&fresh()).await;
+    check_history(&fresh()).await;
     check_concurrent_partitions(fresh()).await;
 }
 
@@ -302,16 +305,85 @@ pub async fn check_concurrent_partitions<S: ProjectionStore>(store: S) {
     assert_eq!(store.records().count(), 80);
 }
 
+/// An operation's events are listed by offset, oldest first, whatever order and commits they
+/// came in; a limit takes the oldest; other operations' events never show.
+pub async fn check_history(store: &dyn ProjectionStore) {
+    let (a, b) = (record(1, 1), record(2, 1));
+    let events = |refs: &[(&OperationRecord, u64)]| Changes {
+        events: refs
+            .iter()
+            .map(|(r, offset)| EventRef {
+                id: r.id,
+                offset: *offset,
+                decision: if *offset % 2 == 0 {
+                    "replay"
+                } else {
+                    "execute"
+                },
+            })
+            .collect(),
+        ..Changes::default()
+    };
+    assert_eq!(offsets(store, &a.id, 10), Vec::<u64>::new());
+    let first = events(&[(&a, 3), (&b, 4), (&a, 7)]);
+    store.commit(0, position(8), first).await.expect("commits");
+    assert_eq!(offsets(store, &a.id, 10), vec![3, 7]);
+    let second = events(&[(&b, 8), (&a, 9)]);
+    store
+        .commit(0, position(10), second)
+        .await
+        .expect("commits");
+    assert_eq!(offsets(store, &a.id, 10), vec![3, 7, 9]);
+    assert_eq!(offsets(store, &a.id, 2), vec![3, 7]);
+    assert_eq!(offsets(store, &b.id, 10), vec![4, 8]);
+    assert_eq!(offsets(store, &record(3, 1).id, 10), Vec::<u64>::new());
+    let decisions: Vec<String> = store
+        .history(&b.id, 10)
+        .expect("reads")
+        .into_iter()
+        .map(|e| e.decision)
+        .collect();
+    assert_eq!(decisions, ["replay", "replay"]);
+    store.flush().expect("flushes");
+    assert_eq!(offsets(store, &a.id, 10), vec![3, 7, 9]);
+}
+
+fn offsets(store: &dyn ProjectionStore, id: &OperationId, limit: usize) -> Vec<u64> {
+    let history = store.history(id, limit).expect("reads");
+    history.into_iter().map(|e| e.offset).collect()
+}
+
 /// What was committed is there after a restart.
 pub async fn check_restart<S: ProjectionStore>(open: impl Fn() -> S, close: impl Fn(&S)) {
     let store = open();
     let a = record(1, 3);
-    commit(&store, 1, 9, vec![a.clone()], vec![queued(&a, true)]).await;
+    let changes = Changes {
+        records: vec![a.clone()],
+        queue: vec![queued(&a, true)],
+        events: vec![EventRef {
+            id: a.id,
+            offset: 8,
+            decision: "conflict",
+        }],
+        ..Changes::default()
+    };
+    store
+        .commit(1, position(9), changes)
+        .await
+        .expect("commits");
     close(&store);
     drop(store);
     let store = open();
     assert_eq!(store.position(1).expect("reads"), position(9));
     assert_eq!(store.get(&a.id).expect("reads"), Some(a.clone()));
+    let history = store.history(&a.id, 10).expect("reads");
+    assert_eq!(
+        history,
+        vec![HistoryEntry {
+            offset: 8,
+            decision: "conflict".into()
+        }]
+    );
     assert_eq!(store.queue(1, 10, 10).expect("reads").items, vec![a]);
 }
 

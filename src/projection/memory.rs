@@ -2,11 +2,11 @@
 //! passes the same conformance suite as the sled store; "restart" is a new handle on the same
 //! maps ([`MemoryStore::reopen`]).
 
-use super::{Changes, Due, Position, ProjectionError, ProjectionStore, QueueSlice};
+use super::{Changes, Due, HistoryEntry, Position, ProjectionError, ProjectionStore, QueueSlice};
 use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 #[derive(Default)]
@@ -19,6 +19,8 @@ struct Maps {
     queue: BTreeSet<(u32, u64, OperationId)>,
     /// (partition, kind, due, id).
     deadlines: BTreeSet<(u32, DeadlineKind, u64, OperationId)>,
+    /// (id, offset) → decision.
+    events: BTreeMap<(OperationId, u64), &'static str>,
 }
 
 /// A projection store in memory.
@@ -91,6 +93,12 @@ impl ProjectionStore for MemoryStore {
                 maps.deadlines.insert(entry(change.id, to));
             }
         }
+        maps.events.extend(
+            changes
+                .events
+                .iter()
+                .map(|e| ((e.id, e.offset), e.decision)),
+        );
         maps.positions.insert(partition, position);
         Box::pin(std::future::ready(Ok(())))
     }
@@ -136,6 +144,23 @@ impl ProjectionStore for MemoryStore {
             .map(|(_, _, due_ms, id)| Due {
                 due_ms: *due_ms,
                 id: *id,
+            })
+            .collect())
+    }
+
+    fn history(
+        &self,
+        id: &OperationId,
+        limit: usize,
+    ) -> Result<Vec<HistoryEntry>, ProjectionError> {
+        Ok(self
+            .maps()
+            .events
+            .range((*id, 0)..=(*id, u64::MAX))
+            .take(limit)
+            .map(|(&(_, offset), decision)| HistoryEntry {
+                offset,
+                decision: (*decision).to_owned(),
             })
             .collect())
     }

@@ -15,6 +15,8 @@
 //!   or queue; commits of different partitions may run at once.
 //! * **The queue is ordered.** A partition's operator queue lists its entries oldest request
 //!   first (then by id), whatever order they were added in.
+//! * **The history index is ordered.** An operation's events are listed by offset, oldest
+//!   first, from the index alone (no scan of the log or the projection).
 //! * **The deadline index is ordered.** A partition's deadlines of one kind are found earliest
 //!   first, reading only the entries that are due — a timer table, as TigerBeetle and Restate
 //!   keep one, so the time to find them does not grow with the history.
@@ -81,11 +83,34 @@ pub struct Due {
     pub id: OperationId,
 }
 
+/// An event of an operation: an entry of the history index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventRef {
+    /// The operation.
+    pub id: OperationId,
+    /// The event's offset in the operation's partition.
+    pub offset: u64,
+    /// The code of the decision the event got (`execute`, `replay`, `conflict`, …).
+    pub decision: &'static str,
+}
+
+/// An entry of an operation's history, as the index holds it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HistoryEntry {
+    /// The event's offset in the operation's partition.
+    pub offset: u64,
+    /// The code of the decision it got.
+    pub decision: String,
+}
+
 /// What one batch of a fold changed.
 #[derive(Debug, Default)]
 pub struct Changes {
     /// Records after the batch.
     pub records: Vec<OperationRecord>,
+    /// The batch's events of existing operations, for the history index (only a fold that keeps
+    /// the indexes makes them).
+    pub events: Vec<EventRef>,
     /// Operator-queue membership changes.
     pub queue: Vec<QueueChange>,
     /// Deadline-index changes (only a fold that keeps the index makes them).
@@ -172,6 +197,11 @@ pub trait ProjectionStore: Send + Sync + 'static {
         until_ms: u64,
         limit: usize,
     ) -> Result<Vec<Due>, ProjectionError>;
+
+    /// The operation's events (offsets in its partition, and the decision each got), oldest
+    /// first, at most `limit` of them, read from the history index alone.
+    fn history(&self, id: &OperationId, limit: usize)
+    -> Result<Vec<HistoryEntry>, ProjectionError>;
 
     /// Every record, in operation id order (for digests).
     fn records(

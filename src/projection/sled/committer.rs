@@ -9,7 +9,7 @@
 //! (see [`SledStore::open`](super::SledStore::open)), and a clean close waits for this thread.
 
 use super::layout::{
-    applied_key, deadline_entry, encode_position, encode_record, queue_key, record_key,
+    applied_key, deadline_entry, encode_position, encode_record, event_key, queue_key, record_key,
 };
 use super::pending::{Commit, Pending};
 use crate::core::deadline::Deadline;
@@ -114,6 +114,8 @@ struct Writes<'a> {
     /// Deadline entries by operation: (partition, the one sled holds, the one to hold).
     deadlines: BTreeMap<OperationId, (u32, Option<Deadline>, Option<Deadline>)>,
     positions: BTreeMap<u32, Position>,
+    /// History entries (id, offset) → decision: written once, never changed.
+    events: BTreeMap<(OperationId, u64), &'static str>,
 }
 
 impl<'a> Writes<'a> {
@@ -133,6 +135,8 @@ impl<'a> Writes<'a> {
                     .and_modify(|e| e.2 = change.to)
                     .or_insert((c.partition, change.from, change.to));
             }
+            w.events
+                .extend(c.events.iter().map(|e| ((e.id, e.offset), e.decision)));
             w.positions.insert(c.partition, c.position);
         }
         w
@@ -170,6 +174,9 @@ fn write(db: &sled::Db, w: &Writes<'_>) -> Result<(), sled::Error> {
             db.insert(&deadline_entry(partition, id, to)[..], &[][..])?;
         }
     }
+    for (&(id, offset), decision) in &w.events {
+        db.insert(&event_key(&id, offset)[..], decision.as_bytes())?;
+    }
     for (&partition, position) in &w.positions {
         db.insert(&applied_key(partition)[..], &encode_position(position)[..])?;
     }
@@ -203,6 +210,7 @@ mod tests {
                 next_offset: seq + 1,
                 ..Position::default()
             },
+            events: Vec::new(),
             queue: vec![QueueChange {
                 id: record.id,
                 created_at_ms: 7,

@@ -13,6 +13,7 @@ use crate::core::operation::{
     OpState, OperationRecord, QueryResult, RecoveryLease, ReleaseCause, UnknownCause, fixture,
 };
 
+const RECORDS_V8: &str = include_str!("../../../schemas/fixtures/projection-records-v8.hex");
 const RECORDS_V7: &str = include_str!("../../../schemas/fixtures/projection-records-v7.hex");
 
 fn result() -> BusinessResult {
@@ -147,10 +148,10 @@ fn samples() -> Vec<(&'static str, OperationRecord)> {
 #[test]
 fn the_current_projection_format_stores_records_exactly_as_its_fixture() {
     assert_eq!(
-        PROJECTION_FORMAT, 7,
+        PROJECTION_FORMAT, 8,
         "a new format freezes a fixture of its own"
     );
-    let frozen: Vec<(&str, Vec<u8>)> = RECORDS_V7
+    let frozen: Vec<(&str, Vec<u8>)> = RECORDS_V8
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
@@ -171,6 +172,20 @@ fn the_current_projection_format_stores_records_exactly_as_its_fixture() {
         );
         let decoded = decode_record(bytes, || (*name).to_owned()).expect("decodes");
         assert_eq!(&decoded, record, "{name}");
+    }
+}
+
+/// A record of an older format is not read (its projection is rebuilt from the log instead),
+/// even where its bytes after the format would still decode.
+#[test]
+fn a_record_of_the_previous_format_is_refused() {
+    for line in RECORDS_V7.lines().filter(|l| !l.trim().is_empty()) {
+        let (name, hex) = line.split_once(' ').expect("`name hex` lines");
+        let bytes = hex::decode(hex.trim()).expect("hex");
+        assert!(
+            decode_record(&bytes, || name.to_owned()).is_err(),
+            "{name} of format 7 was read as format {PROJECTION_FORMAT}"
+        );
     }
 }
 

@@ -12,6 +12,7 @@ pub(super) const PREFIX_RECORD: u8 = b'o';
 const PREFIX_QUEUE: u8 = b'q';
 const PREFIX_APPLIED: u8 = b'a';
 const PREFIX_DEADLINE: u8 = b't';
+const PREFIX_EVENT: u8 = b'e';
 pub(super) const META_FORMAT: &[u8] = b"mformat";
 pub(super) const META_LOG_ID: &[u8] = b"mlog_id";
 pub(super) const META_PARTITIONS: &[u8] = b"mpartitions";
@@ -21,6 +22,28 @@ pub(super) fn record_key(id: &OperationId) -> [u8; 17] {
     key[0] = PREFIX_RECORD;
     key[1..].copy_from_slice(&id.0);
     key
+}
+
+/// The history index's keys of an operation start with this.
+pub(super) fn event_prefix(id: &OperationId) -> [u8; 17] {
+    let mut key = [0u8; 17];
+    key[0] = PREFIX_EVENT;
+    key[1..].copy_from_slice(&id.0);
+    key
+}
+
+/// The history index's key of an operation's event.
+pub(super) fn event_key(id: &OperationId, offset: u64) -> [u8; 25] {
+    let mut key = [0u8; 25];
+    key[..17].copy_from_slice(&event_prefix(id));
+    key[17..].copy_from_slice(&offset.to_be_bytes());
+    key
+}
+
+/// The offset of a history key.
+pub(super) fn decode_event_key(key: &[u8]) -> Option<u64> {
+    let offset = u64::from_be_bytes(key.get(17..25)?.try_into().ok()?);
+    (key.len() == 25).then_some(offset)
 }
 
 pub(super) fn queue_prefix(partition: u32) -> [u8; 5] {

@@ -6,8 +6,9 @@
 //! a projection is only resumed after a clean close, so sled never needs to hold a batch and its
 //! position atomically across a crash. Records are keyed by operation
 //! id: claims (which know the scope, hence the id) and reads by id find a record with one
-//! lookup, and a new operation costs one insert — sled's insert is the most expensive step of a
-//! claim, so there is no second index.
+//! lookup, and a new operation costs one insert for its record — sled's insert is the most
+//! expensive step of a claim, so there is no index by scope. Each event adds one small entry to
+//! the history index (an auditor reads one operation's events without a scan).
 //!
 //! | key                                                  | value                                   |
 //! |------------------------------------------------------|-----------------------------------------|
@@ -15,6 +16,7 @@
 //! | `a` + partition (u32 BE)                             | next offset, last time, owner since (3 × u64 BE), legacy ids (1) |
 //! | `q` + partition (u32 BE) + created (u64 BE) + id (16) | empty: in the operator queue (manual), oldest first |
 //! | `t` + partition (u32 BE) + kind (1) + due (u64 BE) + id (16) | empty: the deadline index, earliest first |
+//! | `e` + id (16) + offset (u64 BE)                      | the decision's code: the history index, an operation's events by offset |
 //! | `m` + name                                           | metadata: format, log id, partitions    |
 //!
 //! sled 0.34 is beta software with corruption reports after `kill -9`; nothing here is the source
@@ -26,7 +28,7 @@ mod directory;
 mod layout;
 mod pending;
 
-use super::{Changes, Due, Position, ProjectionError, ProjectionStore, QueueSlice};
+use super::{Changes, Due, HistoryEntry, Position, ProjectionError, ProjectionStore, QueueSlice};
 use crate::core::deadline::DeadlineKind;
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
@@ -35,8 +37,8 @@ use directory::{
     check_meta, clean_marker, forget_clean, move_aside, open_db, sync_parent, write_meta,
 };
 use layout::{
-    PREFIX_RECORD, applied_key, deadline_key, decode_deadline_key, decode_position,
-    decode_queue_key, decode_record, queue_prefix, record_key,
+    PREFIX_RECORD, applied_key, deadline_key, decode_deadline_key, decode_event_key,
+    decode_position, decode_queue_key, decode_record, event_prefix, queue_prefix, record_key,
 };
 pub use pending::PENDING_ENTRIES_MAX;
 use std::path::Path;
@@ -51,7 +53,8 @@ use std::sync::Arc;
 ///    partition's fold state; the deadline index exists.
 /// 6: positions say whether the partition holds operations of an earlier id layout.
 /// 7: the arbiters' projection keeps the deadline index (there is no consumers' store).
-pub const PROJECTION_FORMAT: u16 = 7;
+/// 8: the history index exists (each operation's event offsets).
+pub const PROJECTION_FORMAT: u16 = 8;
 
 /// Why a projection was rebuilt at open instead of resumed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -289,6 +292,34 @@ impl ProjectionStore for SledStore {
         self.committer
             .pending()
             .due(partition, kind, until_ms, limit, scan_sled)
+    }
+
+    fn history(
+        &self,
+        id: &OperationId,
+        limit: usize,
+    ) -> Result<Vec<HistoryEntry>, ProjectionError> {
+        let corrupt = |reason: &str| ProjectionError::Corrupt {
+            what: format!("history index of operation {id}"),
+            reason: reason.to_owned(),
+        };
+        let pending = self.committer.pending().events(id, limit);
+        let mut entries: std::collections::BTreeMap<u64, String> = pending
+            .into_iter()
+            .map(|e| (e.offset, e.decision))
+            .collect();
+        for item in self.db.scan_prefix(event_prefix(id)).take(limit) {
+            let (key, value) = item?;
+            let offset = decode_event_key(&key).ok_or_else(|| corrupt("key is not 25 bytes"))?;
+            let decision =
+                String::from_utf8(value.to_vec()).map_err(|_| corrupt("decision is not text"))?;
+            entries.insert(offset, decision);
+        }
+        Ok(entries
+            .into_iter()
+            .take(limit)
+            .map(|(offset, decision)| HistoryEntry { offset, decision })
+            .collect())
     }
 
     /// Every record once all commits so far are in sled.

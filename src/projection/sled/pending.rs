@@ -12,8 +12,10 @@
 use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
-use crate::projection::{Changes, Due, Position, ProjectionError, QueueChange};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use crate::projection::{
+    Changes, Due, EventRef, HistoryEntry, Position, ProjectionError, QueueChange,
+};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tokio::sync::Semaphore;
 
@@ -30,6 +32,7 @@ pub(super) struct Commit {
     pub(super) records: Vec<Arc<OperationRecord>>,
     pub(super) queue: Vec<QueueChange>,
     pub(super) deadlines: Vec<crate::projection::DeadlineChange>,
+    pub(super) events: Vec<EventRef>,
     /// Room it took, given back once it is in sled.
     pub(super) room: u32,
 }
@@ -60,6 +63,9 @@ struct Overlay {
     deadlines: HashMap<OperationId, (u64, u32, Option<Deadline>)>,
     /// The deadlines above that exist, ordered as the index is.
     due: BTreeSet<(u32, DeadlineKind, u64, OperationId)>,
+    /// History entries (id, offset) → decision not yet in sled; they never change, so an
+    /// entry goes once the commit that added it is written.
+    events: BTreeMap<(OperationId, u64), &'static str>,
 }
 
 /// What a range read of sled must take from the overlay instead: the ids the overlay decides,
@@ -98,7 +104,10 @@ impl Pending {
         changes: Changes,
         send: impl FnOnce(Commit) -> Result<(), ProjectionError>,
     ) -> Result<(), ProjectionError> {
-        let entries = changes.records.len() + changes.queue.len() + changes.deadlines.len();
+        let entries = changes.records.len()
+            + changes.queue.len()
+            + changes.deadlines.len()
+            + changes.events.len();
         let room = entries.clamp(1, PENDING_ENTRIES_MAX) as u32;
         match self.room.acquire_many(room).await {
             Ok(permit) => permit.forget(),
@@ -121,6 +130,7 @@ impl Pending {
             records: records.clone(),
             queue: changes.queue.clone(),
             deadlines: changes.deadlines.clone(),
+            events: changes.events.clone(),
             room,
         })?;
         overlay.next_seq += 1;
@@ -134,6 +144,12 @@ impl Pending {
         for change in &changes.deadlines {
             overlay.set_deadline(seq, partition, change.id, change.to);
         }
+        overlay.events.extend(
+            changes
+                .events
+                .iter()
+                .map(|e| ((e.id, e.offset), e.decision)),
+        );
         overlay.positions.insert(partition, (seq, position));
         Ok(())
     }
@@ -182,6 +198,9 @@ impl Pending {
                     overlay.deadlines.remove(&change.id);
                 }
             }
+            for e in &c.events {
+                overlay.events.remove(&(e.id, e.offset));
+            }
             if overlay
                 .positions
                 .get(&c.partition)
@@ -224,6 +243,20 @@ impl Pending {
     /// The record as last committed, if sled may not hold it yet.
     pub(super) fn record(&self, id: &OperationId) -> Option<OperationRecord> {
         self.lock().records.get(id).map(|(_, r)| (**r).clone())
+    }
+
+    /// The operation's history entries sled may not hold yet. Read before sled: an entry
+    /// leaves the overlay only once sled holds it, so none is missed between the two reads.
+    pub(super) fn events(&self, id: &OperationId, limit: usize) -> Vec<HistoryEntry> {
+        self.lock()
+            .events
+            .range((*id, 0)..=(*id, u64::MAX))
+            .take(limit)
+            .map(|(&(_, offset), decision)| HistoryEntry {
+                offset,
+                decision: (*decision).to_owned(),
+            })
+            .collect()
     }
 
     /// The position as last committed, if sled may not hold it yet.

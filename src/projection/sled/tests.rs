@@ -161,6 +161,19 @@ fn lease(
     }
 }
 
+fn event(r: &OperationRecord, offset: u64) -> crate::projection::EventRef {
+    crate::projection::EventRef {
+        id: r.id,
+        offset,
+        decision: "execute",
+    }
+}
+
+fn offsets(p: &SledStore, id: &OperationId, limit: usize) -> Vec<u64> {
+    let history = p.history(id, limit).expect("reads");
+    history.into_iter().map(|e| e.offset).collect()
+}
+
 fn in_sled(p: &SledStore, id: &OperationId) -> Option<OperationRecord> {
     p.db.get(record_key(id))
         .expect("reads sled")
@@ -180,6 +193,7 @@ async fn given_commits_not_yet_in_sled_when_read_then_they_shadow_what_sled_hold
         records: vec![a.clone(), b.clone()],
         queue: vec![queued(&a, 10, true)],
         deadlines: vec![lease(&a, None, Some(100)), lease(&b, None, Some(50))],
+        events: vec![event(&a, 0), event(&b, 0)],
     };
     p.commit(0, at(1), first).await.expect("commits");
     p.flush_now().expect("written");
@@ -189,6 +203,7 @@ async fn given_commits_not_yet_in_sled_when_read_then_they_shadow_what_sled_hold
         records: vec![a2.clone(), c.clone()],
         queue: vec![queued(&a, 10, false), queued(&c, 5, true)],
         deadlines: vec![lease(&a, Some(100), Some(20)), lease(&b, Some(50), None)],
+        events: vec![event(&a, 1), event(&c, 1)],
     };
     p.commit(0, at(2), second).await.expect("commits");
     assert_eq!(
@@ -210,6 +225,9 @@ async fn given_commits_not_yet_in_sled_when_read_then_they_shadow_what_sled_hold
         );
         let queue = p.queue(0, 10, 100).expect("reads");
         assert_eq!((queue.items, queue.total), (vec![c.clone()], 1), "{when}");
+        assert_eq!(offsets(&p, &a.id, 10), vec![0, 1], "{when}");
+        assert_eq!(offsets(&p, &a.id, 1), vec![0], "{when}");
+        assert_eq!(offsets(&p, &c.id, 10), vec![1], "{when}");
     };
     check("pending");
     drop(held);
@@ -278,6 +296,7 @@ async fn given_one_operation_changed_by_many_commits_when_written_together_then_
             records: vec![versions[n].clone()],
             queue,
             deadlines,
+            ..Changes::default()
         };
         p.commit(0, at(n as u64 + 1), changes)
             .await
