@@ -12,14 +12,12 @@
 //! never earlier than the partition's previous event's.
 
 use crate::core::event;
-use crate::core::fingerprint::Fingerprint;
-use crate::core::key::OperationId;
 use crate::log::model::{EventLog, LogError};
 use crate::partition::fold::{Answers, Deadlines, find, fold_batch};
 use crate::partition::replay::ReplayError;
 use crate::projection::memory::MemoryStore;
 use crate::projection::{Position, ProjectionStore};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::io::Write;
 
 /// Records read per log call.
@@ -181,7 +179,7 @@ async fn export_partition<L: EventLog>(
                 "decision": applied.decision.code(),
                 "state": after.as_ref().map(|r| r.state.name()),
                 "version": after.as_ref().map(|r| r.version),
-                "event": fields(&envelope.body),
+                "event": event::redacted_fields(&envelope.body),
             });
             serde_json::to_writer(&mut *out, &line).map_err(|e| ExportError::Write(e.into()))?;
             out.write_all(b"\n").map_err(ExportError::Write)?;
@@ -189,49 +187,4 @@ async fn export_partition<L: EventLog>(
         }
     }
     Ok(())
-}
-
-/// The event's own fields, without the enum's wrapper: fingerprints as categories and a
-/// summary, operation ids as text.
-fn fields(body: &event::EventBody) -> Value {
-    let mut value = match serde_json::to_value(body) {
-        Ok(Value::Object(map)) if map.len() == 1 => {
-            map.into_iter().next().map(|(_, v)| v).unwrap_or_default()
-        }
-        Ok(Value::String(_)) => json!({}),
-        Ok(other) => other,
-        Err(_) => Value::Null,
-    };
-    redact(&mut value);
-    value
-}
-
-/// Rewrites, anywhere in `value`, a fingerprint as `{version, categories, summary}` and an
-/// operation id (16 numbers) as its text.
-fn redact(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for (key, inner) in map.iter_mut() {
-                if ["parent", "original"].contains(&key.as_str())
-                    && let Ok(id) = serde_json::from_value::<[u8; 16]>(inner.clone())
-                {
-                    *inner = Value::String(OperationId(id).to_string());
-                    continue;
-                }
-                if ["fingerprint", "fields"].contains(&key.as_str())
-                    && let Ok(f) = serde_json::from_value::<Fingerprint>(inner.clone())
-                {
-                    *inner = json!({
-                        "version": f.version,
-                        "categories": f.parts.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(),
-                        "summary": f.short_hex(),
-                    });
-                    continue;
-                }
-                redact(inner);
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(redact),
-        _ => {}
-    }
 }

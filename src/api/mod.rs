@@ -6,6 +6,7 @@ pub mod auth;
 pub mod error;
 
 mod claims;
+mod history;
 mod operator;
 mod reports;
 mod request;
@@ -45,6 +46,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/operations", post(claim))
         .route("/v1/operations/{id}", get(read))
+        .route("/v1/operations/{id}/history", get(history::history))
         .route("/v1/operations/{id}/heartbeat", post(heartbeat))
         .route("/v1/operations/{id}/complete", post(complete))
         .route("/v1/operations/{id}/fail", post(fail))

@@ -11,16 +11,16 @@
 //! [`Refusal::NotServing`], and the asking node tells its caller to retry.
 
 use crate::core::event::EventBody;
-use crate::core::key::ScopedHash;
+use crate::core::key::{OperationId, ScopedHash};
 use crate::core::operation::OperationRecord;
-use crate::partition::{Answer, DueWork, Lookup, PartitionError};
+use crate::partition::{Answer, DueWork, History, Lookup, PartitionError};
 use crate::projection::QueueSlice;
 use serde::{Deserialize, Serialize};
 
 /// The format of peer messages this build speaks. A node refuses other formats by name.
 /// Variants are only ever added at the end of [`PeerRequest`] and [`PeerResponse`], so a
 /// message of an older build of the same format always decodes; an older node refuses a
-/// variant it does not know (`Due` came later) as undecodable, and the asking recovery
+/// variant it does not know (`Due` and `History` came later) as undecodable, and the asking recovery
 /// tick logs it and asks again next tick.
 pub const PEER_FORMAT: u16 = 1;
 
@@ -78,6 +78,15 @@ pub enum PeerRequest {
         /// At most this many entries of each kind.
         limit: u32,
     },
+    /// Read an operation's history (added after the others: see [`PEER_FORMAT`]).
+    History {
+        /// The partition.
+        partition: u32,
+        /// The operation.
+        id: OperationId,
+        /// At most this many events.
+        limit: u32,
+    },
 }
 
 /// A node's answer.
@@ -93,6 +102,8 @@ pub enum PeerResponse {
     Refused(Refusal),
     /// Deadline-index entries that are due (added after the others: see [`PEER_FORMAT`]).
     Due(Vec<DueWork>),
+    /// An operation's history, or none (added after the others).
+    History(Option<History>),
 }
 
 /// Why a node could not serve a peer's request; each maps back to a [`PartitionError`].
@@ -293,6 +304,64 @@ mod tests {
             assert_eq!(&decode::<PeerResponse>(bytes).expect("decodes"), m);
             assert_eq!(&encode(m), bytes, "{m:?}");
         }
+    }
+
+    /// The two history messages format 1 gained later, frozen on their own (the first file is
+    /// never edited): a request, and an answer with one event.
+    fn history_messages() -> (PeerRequest, PeerResponse) {
+        let record = crate::projection::conformance::record(3, 2);
+        let request = PeerRequest::History {
+            partition: 5,
+            id: record.id,
+            limit: 1000,
+        };
+        let response = PeerResponse::History(Some(History {
+            partition: 5,
+            record,
+            events: vec![crate::partition::HistoryEvent {
+                offset: 42,
+                at_ms: 1_700_000_000_000,
+                decision: "execute".into(),
+                payload: vec![2, 0, 1, 2, 3],
+            }],
+            truncated: false,
+        }));
+        (request, response)
+    }
+
+    const HISTORY_V1_HEX: &str =
+        include_str!("../../schemas/fixtures/peer-messages-v1-history.hex");
+
+    #[test]
+    fn the_frozen_history_messages_still_decode_and_encode_the_same() {
+        let (request, response) = history_messages();
+        let lines: Vec<Vec<u8>> = HISTORY_V1_HEX
+            .lines()
+            .map(|l| hex::decode(l.trim()).expect("fixture is hex"))
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(decode::<PeerRequest>(&lines[0]).expect("decodes"), request);
+        assert_eq!(encode(&request), lines[0]);
+        assert_eq!(
+            decode::<PeerResponse>(&lines[1]).expect("decodes"),
+            response
+        );
+        assert_eq!(encode(&response), lines[1]);
+    }
+
+    #[test]
+    #[ignore = "writes the history messages' fixture once"]
+    fn write_history_fixture() {
+        let path = "schemas/fixtures/peer-messages-v1-history.hex";
+        let frozen = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(frozen.trim().is_empty(), "{path} is frozen");
+        let (request, response) = history_messages();
+        let text = format!(
+            "{}\n{}\n",
+            hex::encode(encode(&request)),
+            hex::encode(encode(&response))
+        );
+        std::fs::write(path, text).expect("writes");
     }
 
     #[test]

@@ -9,9 +9,9 @@ use super::peer::{
 use super::router::Router;
 use crate::clock::SharedClock;
 use crate::core::event::EventBody;
-use crate::core::key::ScopedHash;
+use crate::core::key::{OperationId, ScopedHash};
 use crate::core::operation::OperationRecord;
-use crate::partition::{Answer, DueWork, Lookup, Partition, PartitionError};
+use crate::partition::{Answer, DueWork, History, Lookup, Partition, PartitionError};
 use crate::projection::QueueSlice;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -114,6 +114,7 @@ fn unexpected(response: PeerResponse) -> PartitionError {
         PeerResponse::Record(_) => "a record",
         PeerResponse::Queue(_) => "a queue slice",
         PeerResponse::Due(_) => "due deadlines",
+        PeerResponse::History(_) => "a history",
         PeerResponse::Refused(_) => "a refusal",
     };
     tracing::warn!(answer = kind, "the owner answered another request's kind");
@@ -197,6 +198,28 @@ impl Partition for RemotePartition {
                 .await?
             {
                 PeerResponse::Due(due) => Ok(due),
+                other => Err(unexpected(other)),
+            }
+        })
+    }
+
+    fn history(
+        &self,
+        id: OperationId,
+        limit: usize,
+    ) -> crate::BoxFuture<'_, Result<Option<History>, PartitionError>> {
+        Box::pin(async move {
+            let request = PeerRequest::History {
+                partition: self.partition,
+                id,
+                limit: u32::try_from(limit).unwrap_or(u32::MAX),
+            };
+            match self
+                .client
+                .ask(&self.base, self.partition, &request)
+                .await?
+            {
+                PeerResponse::History(history) => Ok(history),
                 other => Err(unexpected(other)),
             }
         })
@@ -297,6 +320,17 @@ async fn serve(router: &Router, request: PeerRequest) -> PeerResponse {
                 .map_or_else(refused, PeerResponse::Due),
             Err(e) => refused(e),
         },
+        PeerRequest::History {
+            partition,
+            id,
+            limit,
+        } => match router.local(partition) {
+            Ok(p) => p
+                .history(id, limit as usize)
+                .await
+                .map_or_else(refused, PeerResponse::History),
+            Err(e) => refused(e),
+        },
     }
 }
 
@@ -336,12 +370,24 @@ mod tests {
             .commit(0, Position::default(), changes)
             .await
             .expect("commits");
+        let clock = ManualClock::new(NOW);
+        let log = Arc::new(MemoryLog::new(2, clock.clone()).expect("log"));
+        let (base, client) = serve_partition_0(store, log, clock).await;
+        (base, client, lapsed)
+    }
+
+    /// Serves partition 0 of `log` and `store` over HTTP on a free port: its address and a
+    /// client.
+    async fn serve_partition_0(
+        store: SharedStore,
+        log: Arc<MemoryLog>,
+        clock: crate::clock::SharedClock,
+    ) -> (String, Arc<PeerClient>) {
         let ownership = Arc::new(Ownership::new(2));
         ownership.set_assigned(0, true);
         ownership.set_serving(0, true);
-        let clock = ManualClock::new(NOW);
         let shared = Arc::new(Shared {
-            log: Arc::new(MemoryLog::new(2, clock.clone()).expect("log")),
+            log,
             store,
             replies: Arc::new(Replies::with_node(1)),
             ownership: ownership.clone(),
@@ -361,7 +407,72 @@ mod tests {
             .expect("binds");
         let base = format!("http://{}", listener.local_addr().expect("address"));
         tokio::spawn(async move { axum::serve(listener, routes(inbound)).await });
-        (base, Arc::new(PeerClient::new(key, clock)), lapsed)
+        (base, Arc::new(PeerClient::new(key, clock)))
+    }
+
+    #[tokio::test]
+    async fn an_operations_history_is_read_from_its_owner_through_the_index() {
+        use crate::log::model::{EventLog, NewRecord, partition_for};
+        use crate::projection::EventRef;
+        let record = (1..=u8::MAX)
+            .map(|n| crate::projection::conformance::record(n, 1))
+            .find(|r| partition_for(&r.scope.0, 2) == 0)
+            .expect("an operation of partition 0");
+        let clock = ManualClock::new(NOW);
+        let log = Arc::new(MemoryLog::new(2, clock.clone()).expect("log"));
+        let payloads = [b"first".to_vec(), b"other".to_vec(), b"third".to_vec()];
+        for payload in &payloads {
+            let logged = NewRecord {
+                key: record.scope.0,
+                payload: payload.clone(),
+            };
+            log.append(0, vec![logged]).await.expect("appends");
+        }
+        let store: SharedStore = Arc::new(MemoryStore::new());
+        // Offsets 0 and 2 are this operation's; 1 is listed for nobody.
+        let event = |offset, decision| EventRef {
+            id: record.id,
+            offset,
+            decision,
+        };
+        let changes = Changes {
+            records: vec![record.clone()],
+            events: vec![event(0, "execute"), event(2, "conflict")],
+            ..Changes::default()
+        };
+        store
+            .commit(0, Position::default(), changes)
+            .await
+            .expect("commits");
+        let (base, client) = serve_partition_0(store, log, clock).await;
+        let remote = RemotePartition {
+            client,
+            base,
+            partition: 0,
+        };
+        let history = remote
+            .history(record.id, 10)
+            .await
+            .expect("the owner answers")
+            .expect("the operation exists");
+        assert_eq!((history.partition, &history.record), (0, &record));
+        let listed: Vec<(u64, &str, &[u8])> = history
+            .events
+            .iter()
+            .map(|e| (e.offset, e.decision.as_str(), e.payload.as_slice()))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                (0, "execute", &b"first"[..]),
+                (2, "conflict", &b"third"[..])
+            ]
+        );
+        assert!(!history.truncated);
+        let cut = remote.history(record.id, 1).await.expect("answers");
+        assert!(cut.is_some_and(|h| h.truncated && h.events.len() == 1));
+        let missing = remote.history(OperationId([9; 16]), 10).await;
+        assert_eq!(missing.expect("answers"), None);
     }
 
     #[tokio::test]

@@ -26,7 +26,8 @@ use crate::core::input;
 use crate::core::key::{ClientKey, OperationId, ScopedHash};
 use crate::core::operation::{OpState, OperationRecord};
 use crate::metrics::Metrics;
-use crate::partition::{Answer, DueWork, Lookup};
+use crate::partition::local::HISTORY_EVENTS_MAX;
+use crate::partition::{Answer, DueWork, History, Lookup};
 use crate::status::SharedStatusClient;
 use requests::check_result;
 use std::collections::HashMap;
@@ -297,6 +298,17 @@ impl Ledger {
         waiting.sort_by_key(|r| (r.created_at_ms, r.id));
         waiting.truncate(limit);
         Ok((waiting, total))
+    }
+
+    /// An operation's record and its events, oldest first, for an auditor (any principal's
+    /// operation: the caller checked the auditor role). Found through the partition's history
+    /// index, not by a scan.
+    pub async fn history(&self, id: OperationId) -> Result<History, LedgerError> {
+        let partition = self.router.partition(self.router.of_id(&id))?;
+        partition
+            .history(id, HISTORY_EVENTS_MAX)
+            .await?
+            .ok_or(LedgerError::NotFound)
     }
 
     /// Reads an operation; only its owning principal sees it.

@@ -69,6 +69,33 @@ pub struct DueWork {
     pub kind: DeadlineKind,
 }
 
+/// One event of an operation's history, as its partition holds it: the bytes as logged (the
+/// reader decodes and shows them) and what the arbiter decided.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEvent {
+    /// Offset in the operation's partition.
+    pub offset: u64,
+    /// Log time (ms since the epoch).
+    pub at_ms: u64,
+    /// The code of the decision it got.
+    pub decision: String,
+    /// The event as stored: schema version and body.
+    pub payload: Vec<u8>,
+}
+
+/// An operation's record and its events, oldest first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct History {
+    /// The operation's partition.
+    pub partition: u32,
+    /// The operation as it stands.
+    pub record: OperationRecord,
+    /// Its events, at most the limit asked for (and [`local::HISTORY_EVENTS_MAX`]).
+    pub events: Vec<HistoryEvent>,
+    /// Whether it has more events than listed.
+    pub truncated: bool,
+}
+
 /// Progress of a catch-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Progress {
@@ -157,4 +184,13 @@ pub trait Partition: Send + Sync {
         until_ms: u64,
         limit: usize,
     ) -> crate::BoxFuture<'_, Result<Vec<DueWork>, PartitionError>>;
+
+    /// An operation's record and its first `limit` events (never more than
+    /// [`local::HISTORY_EVENTS_MAX`]), found through the history index, not a scan (`None`: no
+    /// such operation).
+    fn history(
+        &self,
+        id: OperationId,
+        limit: usize,
+    ) -> crate::BoxFuture<'_, Result<Option<History>, PartitionError>>;
 }

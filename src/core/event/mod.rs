@@ -11,8 +11,10 @@
 mod codec;
 mod v1;
 mod v2;
+mod view;
 
 pub use codec::{DecodeError, EncodeError, decode, encode, encode_as};
+pub use view::redacted_fields;
 
 use crate::core::contract::ContractTerms;
 use crate::core::fingerprint::Fingerprint;
