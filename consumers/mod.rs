@@ -8,6 +8,8 @@
 //! * [`metrics`]: counts what each event the arbiter applied meant.
 //! * [`audit`]: replays the whole log in memory for an auditor.
 //! * [`export`]: streams the log's events, decoded and filtered, as JSON Lines.
+//! * [`history`]: one operation's events offline, through the projection's index where it
+//!   can answer.
 //! * [`verify`]: recomputes every partition's hash chain and checks it against heads recorded
 //!   earlier.
 //!
@@ -15,6 +17,7 @@
 
 pub mod audit;
 pub mod export;
+pub mod history;
 pub mod metrics;
 pub mod recovery;
 pub mod retention;

@@ -88,10 +88,28 @@ async fn an_auditor_reads_every_event_of_an_operation_with_its_decision_and_no_s
     assert_eq!(s, 404, "not an id: as for a read");
     server.stop();
 
-    // After a restart (the projection resumed, not rebuilt) and after a rebuild, the same.
-    let server = Server::start_existing(tmp.path(), &config);
+    // Offline, through the index of the cleanly closed projection: the same answer, and the
+    // projection stays trusted.
+    let (offline, note) = offline_history(&config, &id);
+    assert_eq!(offline, history);
+    assert!(note.is_empty(), "read through the index: {note}");
+
+    // After a restart (the projection resumed, not rebuilt), the same.
+    let mut server = Server::start_existing(tmp.path(), &config);
     assert_eq!(server.get(TOKEN_A, &path).await.1, history);
-    server.stop();
+    assert!(
+        server
+            .stderr()
+            .contains("resuming from its applied offsets"),
+        "an offline read leaves the projection trusted: {}",
+        server.stderr()
+    );
+    // Killed: the projection is not trusted offline either; the partition is folded instead.
+    server.kill9();
+    let (offline, note) = offline_history(&config, &id);
+    assert_eq!(offline, history);
+    assert!(note.contains("not closed cleanly"), "{note}");
+
     // The index names the log's own events: export (a scan) finds the same ones.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_opledger"))
         .args(["export", "--config"])
@@ -119,8 +137,37 @@ async fn an_auditor_reads_every_event_of_an_operation_with_its_decision_and_no_s
         })
         .collect();
     assert_eq!(listed, exported);
+    // And after a rebuild.
     common::cli_json(&config, "rebuild");
     let server = Server::start_existing(tmp.path(), &config);
     assert_eq!(server.get(TOKEN_A, &path).await.1, history);
     server.stop();
+
+    let missing = opledger(
+        &config,
+        &["history", "00000000-0000-8000-8000-000000000000"],
+    );
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no operation"));
+    let bad = opledger(&config, &["history", "not-an-id"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("is not an operation id"));
+}
+
+fn opledger(config: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .arg(args[0])
+        .arg("--config")
+        .arg(config)
+        .args(&args[1..])
+        .output()
+        .expect("runs opledger")
+}
+
+/// `opledger history`'s JSON and what it said on stderr.
+fn offline_history(config: &std::path::Path, id: &str) -> (serde_json::Value, String) {
+    let out = opledger(config, &["history", id]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    (serde_json::from_slice(&out.stdout).expect("JSON"), stderr)
 }

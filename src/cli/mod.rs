@@ -1,4 +1,5 @@
-//! The command line: `serve`, `audit`, `verify`, `export`, `rebuild`, `check`, `demo`.
+//! The command line: `serve`, `audit`, `verify`, `history`, `export`, `rebuild`, `check`,
+//! `demo`.
 
 mod progress;
 mod serve;
@@ -100,6 +101,17 @@ enum Command {
         #[arg(long, value_name = "STATE")]
         state: Option<String>,
     },
+    /// Print one operation's events, decoded and redacted, with the decision each got (the
+    /// same JSON as `GET /v1/operations/{id}/history`), with no node running: through the
+    /// projection's history index when it was closed cleanly and has applied everything,
+    /// else by folding the operation's partition (stderr says why).
+    History {
+        #[command(flatten)]
+        args: ConfigArgs,
+        /// The operation's id (as the API answers it).
+        #[arg(value_name = "OPERATION_ID")]
+        id: String,
+    },
     /// Drop the sled projection (it is moved aside) and rebuild it from the log; print the same
     /// JSON summary and digest as `audit`. Stop `serve` first.
     Rebuild {
@@ -173,6 +185,7 @@ pub fn main() -> ExitCode {
         Command::Audit { args } => audit(&args),
         Command::Rebuild { args } => rebuild(&args),
         Command::Verify { args, against } => verify(&args, against.as_deref()),
+        Command::History { args, id } => history(&args, &id),
         Command::Export {
             args,
             since,
@@ -326,6 +339,37 @@ fn export(
     })?;
     tracing::info!(events = written, "exported");
     Ok(())
+}
+
+fn history(args: &ConfigArgs, id: &str) -> anyhow::Result<()> {
+    use opledger::consumers::history::{Source, history as run};
+    opledger::telemetry::init(args.log_level.as_deref());
+    let (config, _) = load(args)?;
+    let id = opledger::core::key::OperationId::parse(id).ok_or_else(|| {
+        anyhow::anyhow!("{id:?} is not an operation id (a UUID as the API answers it)")
+    })?;
+    let mut bar = progress::Bar::new("folding the operation's partition");
+    let show = |p: opledger::partition::Progress| bar.show(p.applied, p.total);
+    let (history, source) = runtime()?.block_on(async {
+        let log = log_for_reading(&config)?;
+        let projection = opledger::node::projection_for_reading(&config, &log);
+        let store = projection
+            .as_ref()
+            .map(|s| s as &dyn opledger::projection::ProjectionStore)
+            .map_err(Clone::clone);
+        let found = run(log.as_ref(), store, id, show).await;
+        if let Ok(store) = &projection {
+            store
+                .close_clean(&config.data_dir.join("projection"))
+                .context("cannot mark the projection clean again; the next start rebuilds it")?;
+        }
+        anyhow::Ok(found?)
+    })?;
+    bar.finish();
+    if let Source::Scan { reason } = source {
+        eprintln!("opledger: read by folding the operation's partition: {reason}");
+    }
+    print_json(&history.to_json())
 }
 
 fn rebuild(args: &ConfigArgs) -> anyhow::Result<()> {

@@ -87,6 +87,16 @@ pub(super) fn projection_dir(config: &Config) -> PathBuf {
     config.data_dir.join("projection")
 }
 
+/// The node's projection for reading only (offline `history`), or why it cannot be trusted as
+/// it is; nothing is moved or changed.
+pub fn projection_for_reading(config: &Config, log: &AnyLog) -> Result<SledStore, String> {
+    SledStore::open_for_reading(
+        &projection_dir(config),
+        config.projection_cache_bytes,
+        identity(log),
+    )
+}
+
 /// Opens the arbiters' projection, checked against the log; one that fails the check is moved
 /// aside and rebuilt from the log, and the log line says why.
 pub(super) fn open_projection(config: &Config, log: &AnyLog) -> Result<SledStore, NodeError> {

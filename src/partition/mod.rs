@@ -14,6 +14,7 @@
 //!   arbiter is the follower of its projection whose observer answers the callers.
 //! * [`local`]: the service of a partition this node owns: submit appends and waits for the
 //!   arbiter's decision; reads and the operator queue come from its projection.
+//! * [`history`]: an operation's events as its partition lists them, and how auditors see them.
 //! * [`replay`]: a whole log folded into memory, partitions in parallel (`audit`).
 //! * [`replies`]: callers waiting for the decision on the event they appended.
 //! * [`ownership`]: which partitions this node serves.
@@ -25,6 +26,7 @@
 
 pub mod fold;
 pub mod follower;
+pub mod history;
 pub mod local;
 pub mod ownership;
 pub mod replay;
@@ -37,6 +39,7 @@ use crate::core::event::EventBody;
 use crate::core::key::{OperationId, ScopedHash};
 use crate::core::operation::OperationRecord;
 use crate::projection::{ProjectionError, QueueSlice};
+pub use history::{History, HistoryEvent};
 use serde::{Deserialize, Serialize};
 
 /// A decision and the record as it stands after the event.
@@ -67,33 +70,6 @@ pub struct DueWork {
     pub id: OperationId,
     /// What fell due.
     pub kind: DeadlineKind,
-}
-
-/// One event of an operation's history, as its partition holds it: the bytes as logged (the
-/// reader decodes and shows them) and what the arbiter decided.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HistoryEvent {
-    /// Offset in the operation's partition.
-    pub offset: u64,
-    /// Log time (ms since the epoch).
-    pub at_ms: u64,
-    /// The code of the decision it got.
-    pub decision: String,
-    /// The event as stored: schema version and body.
-    pub payload: Vec<u8>,
-}
-
-/// An operation's record and its events, oldest first.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct History {
-    /// The operation's partition.
-    pub partition: u32,
-    /// The operation as it stands.
-    pub record: OperationRecord,
-    /// Its events, at most the limit asked for (and [`local::HISTORY_EVENTS_MAX`]).
-    pub events: Vec<HistoryEvent>,
-    /// Whether it has more events than listed.
-    pub truncated: bool,
 }
 
 /// Progress of a catch-up.

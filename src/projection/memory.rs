@@ -2,11 +2,14 @@
 //! passes the same conformance suite as the sled store; "restart" is a new handle on the same
 //! maps ([`MemoryStore::reopen`]).
 
-use super::{Changes, Due, HistoryEntry, Position, ProjectionError, ProjectionStore, QueueSlice};
+use super::{
+    Changes, Due, HistoryEntry, HistoryMap, Position, ProjectionError, ProjectionStore, QueueSlice,
+    history_in,
+};
 use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 #[derive(Default)]
@@ -20,7 +23,7 @@ struct Maps {
     /// (partition, kind, due, id).
     deadlines: BTreeSet<(u32, DeadlineKind, u64, OperationId)>,
     /// (id, offset) → decision.
-    events: BTreeMap<(OperationId, u64), &'static str>,
+    events: HistoryMap,
 }
 
 /// A projection store in memory.
@@ -153,16 +156,7 @@ impl ProjectionStore for MemoryStore {
         id: &OperationId,
         limit: usize,
     ) -> Result<Vec<HistoryEntry>, ProjectionError> {
-        Ok(self
-            .maps()
-            .events
-            .range((*id, 0)..=(*id, u64::MAX))
-            .take(limit)
-            .map(|(&(_, offset), decision)| HistoryEntry {
-                offset,
-                decision: (*decision).to_owned(),
-            })
-            .collect())
+        Ok(history_in(&self.maps().events, id, limit))
     }
 
     fn records(

@@ -103,6 +103,20 @@ pub struct HistoryEntry {
     pub decision: String,
 }
 
+/// History entries in memory, by operation and offset, each with its decision's code.
+pub(crate) type HistoryMap = std::collections::BTreeMap<(OperationId, u64), &'static str>;
+
+/// The first `limit` entries of `id` in `map`, oldest first.
+pub(crate) fn history_in(map: &HistoryMap, id: &OperationId, limit: usize) -> Vec<HistoryEntry> {
+    map.range((*id, 0)..=(*id, u64::MAX))
+        .take(limit)
+        .map(|(&(_, offset), decision)| HistoryEntry {
+            offset,
+            decision: (*decision).to_owned(),
+        })
+        .collect()
+}
+
 /// What one batch of a fold changed.
 #[derive(Debug, Default)]
 pub struct Changes {

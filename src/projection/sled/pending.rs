@@ -13,9 +13,10 @@ use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
 use crate::projection::{
-    Changes, Due, EventRef, HistoryEntry, Position, ProjectionError, QueueChange,
+    Changes, Due, EventRef, HistoryEntry, HistoryMap, Position, ProjectionError, QueueChange,
+    history_in,
 };
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tokio::sync::Semaphore;
 
@@ -65,7 +66,7 @@ struct Overlay {
     due: BTreeSet<(u32, DeadlineKind, u64, OperationId)>,
     /// History entries (id, offset) → decision not yet in sled; they never change, so an
     /// entry goes once the commit that added it is written.
-    events: BTreeMap<(OperationId, u64), &'static str>,
+    events: HistoryMap,
 }
 
 /// What a range read of sled must take from the overlay instead: the ids the overlay decides,
@@ -248,15 +249,7 @@ impl Pending {
     /// The operation's history entries sled may not hold yet. Read before sled: an entry
     /// leaves the overlay only once sled holds it, so none is missed between the two reads.
     pub(super) fn events(&self, id: &OperationId, limit: usize) -> Vec<HistoryEntry> {
-        self.lock()
-            .events
-            .range((*id, 0)..=(*id, u64::MAX))
-            .take(limit)
-            .map(|(&(_, offset), decision)| HistoryEntry {
-                offset,
-                decision: (*decision).to_owned(),
-            })
-            .collect()
+        history_in(&self.lock().events, id, limit)
     }
 
     /// The position as last committed, if sled may not hold it yet.

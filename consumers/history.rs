@@ -1,0 +1,185 @@
+//! One operation's history offline (`opledger history`): the same answer as
+//! `GET /v1/operations/{id}/history`, from the log and the node's projection with no node
+//! running.
+//!
+//! Through the history index when the projection can be trusted as it is (closed cleanly) and
+//! has applied everything the operation's partition holds: then it is one index read and one
+//! log read per event. Otherwise — no usable projection, or events it has not applied yet (on
+//! Kafka, a partition another node served since) — the operation's partition is folded from
+//! the start into memory, as `export` does, and the reason is returned with the answer.
+
+use crate::core::key::OperationId;
+use crate::log::model::{EventLog, LogError, partition_for, partition_of_key};
+use crate::partition::fold::{Answers, Deadlines, fold_batch};
+use crate::partition::local::HISTORY_EVENTS_MAX;
+use crate::partition::replay::ReplayError;
+use crate::partition::{History, HistoryEvent, Progress};
+use crate::projection::memory::MemoryStore;
+use crate::projection::{Position, ProjectionError, ProjectionStore};
+
+/// Records read per log call.
+const READ_BATCH: usize = 4096;
+
+/// Why an operation's history could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    /// No operation has this id.
+    #[error(
+        "no operation {0} in this log (an id of a build before ids carried their partition is found only through a usable projection)"
+    )]
+    NotFound(OperationId),
+    /// Reading or folding the log failed.
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
+    /// The projection failed while it was read.
+    #[error(transparent)]
+    Store(#[from] ProjectionError),
+}
+
+/// Where an offline history came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The projection's history index.
+    Index,
+    /// A fold of the operation's partition, because the index could not answer.
+    Scan {
+        /// Why not the index.
+        reason: String,
+    },
+}
+
+/// The history of `id` from `log`, through `projection`'s index where it can answer
+/// (`Err(reason)`: no usable projection). `progress` hears while a partition is folded.
+pub async fn history<L: EventLog>(
+    log: &L,
+    projection: Result<&dyn ProjectionStore, String>,
+    id: OperationId,
+    progress: impl FnMut(Progress),
+) -> Result<(History, Source), HistoryError> {
+    let count = log.partition_count();
+    let reason = match projection {
+        Ok(store) => match indexed(log, store, id).await? {
+            Ok(history) => return Ok((history, Source::Index)),
+            Err(reason) => reason,
+        },
+        Err(reason) => reason,
+    };
+    let partition = partition_of_key(id.partition_key(), count);
+    let history = scanned(log, partition, id, progress)
+        .await?
+        .ok_or(HistoryError::NotFound(id))?;
+    Ok((history, Source::Scan { reason }))
+}
+
+/// The history from the index, or why the index cannot give all of it.
+async fn indexed<L: EventLog>(
+    log: &L,
+    store: &dyn ProjectionStore,
+    id: OperationId,
+) -> Result<Result<History, String>, HistoryError> {
+    let Some(record) = store.get(&id)? else {
+        return Ok(Err("the projection does not hold this operation".into()));
+    };
+    let partition = partition_for(&record.scope.0, log.partition_count());
+    let as_log = |source| ReplayError::Log { partition, source };
+    let applied = store.position(partition)?.next_offset;
+    let end = log.end_offset(partition).await.map_err(as_log)?;
+    if applied != end {
+        return Ok(Err(format!(
+            "the projection applied {applied} of partition {partition}'s {end} events"
+        )));
+    }
+    let mut entries = store.history(&id, HISTORY_EVENTS_MAX + 1)?;
+    let truncated = entries.len() > HISTORY_EVENTS_MAX;
+    entries.truncate(HISTORY_EVENTS_MAX);
+    let mut events = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let read = log.read(partition, entry.offset, 1).await.map_err(as_log)?;
+        let logged = read.into_iter().next().ok_or_else(|| {
+            as_log(LogError::Corrupt {
+                partition,
+                segment: std::path::PathBuf::from("log"),
+                position: entry.offset,
+                reason: "the history index lists an event the log does not hold".into(),
+            })
+        })?;
+        events.push(HistoryEvent {
+            offset: logged.offset,
+            at_ms: logged.timestamp_ms,
+            decision: entry.decision,
+            payload: logged.payload.to_vec(),
+        });
+    }
+    Ok(Ok(History {
+        partition,
+        record,
+        events,
+        truncated,
+    }))
+}
+
+/// The history from a fold of `partition` into memory (`None`: no such operation there).
+async fn scanned<L: EventLog>(
+    log: &L,
+    partition: u32,
+    id: OperationId,
+    mut progress: impl FnMut(Progress),
+) -> Result<Option<History>, HistoryError> {
+    let as_log = |source| ReplayError::Log { partition, source };
+    let end = log.end_offset(partition).await.map_err(as_log)?;
+    let state = MemoryStore::new();
+    let mut position = Position::default();
+    let mut events = Vec::new();
+    let mut truncated = false;
+    while position.next_offset < end {
+        let want = READ_BATCH.min((end - position.next_offset) as usize);
+        let records = log
+            .read(partition, position.next_offset, want)
+            .await
+            .map_err(as_log)?;
+        if records.is_empty() {
+            return Err(HistoryError::from(as_log(LogError::Corrupt {
+                partition,
+                segment: std::path::PathBuf::from("log"),
+                position: position.next_offset,
+                reason: format!("the log reported {end} events but reading stopped"),
+            })));
+        }
+        // Indexed: the fold lists each event of an operation with its decision, as the
+        // arbiter's does for the projection's index.
+        let folded = fold_batch(
+            partition,
+            position,
+            &state,
+            &records,
+            Deadlines::Indexed,
+            Answers::Dropped,
+        )
+        .map_err(ReplayError::from)?;
+        for event in folded.changes.events.iter().filter(|e| e.id == id) {
+            if events.len() == HISTORY_EVENTS_MAX {
+                truncated = true;
+                break;
+            }
+            let logged = &records[(event.offset - position.next_offset) as usize];
+            events.push(HistoryEvent {
+                offset: event.offset,
+                at_ms: logged.timestamp_ms,
+                decision: event.decision.to_owned(),
+                payload: logged.payload.to_vec(),
+            });
+        }
+        position = folded.position;
+        state.commit(partition, position, folded.changes).await?;
+        progress(Progress {
+            applied: position.next_offset,
+            total: end,
+        });
+    }
+    Ok(state.get(&id)?.map(|record| History {
+        partition,
+        record,
+        events,
+        truncated,
+    }))
+}
