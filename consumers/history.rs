@@ -11,7 +11,7 @@
 use crate::core::key::OperationId;
 use crate::log::model::{EventLog, LogError, partition_for, partition_of_key};
 use crate::partition::fold::{Answers, Deadlines, fold_batch};
-use crate::partition::local::HISTORY_EVENTS_MAX;
+use crate::partition::history::{HISTORY_BYTES_MAX, HISTORY_EVENTS_MAX, ReadError, read_indexed};
 use crate::partition::replay::ReplayError;
 use crate::partition::{History, HistoryEvent, Progress};
 use crate::projection::memory::MemoryStore;
@@ -89,33 +89,12 @@ async fn indexed<L: EventLog>(
             "the projection applied {applied} of partition {partition}'s {end} events"
         )));
     }
-    let mut entries = store.history(&id, HISTORY_EVENTS_MAX + 1)?;
-    let truncated = entries.len() > HISTORY_EVENTS_MAX;
-    entries.truncate(HISTORY_EVENTS_MAX);
-    let mut events = Vec::with_capacity(entries.len());
-    for entry in entries {
-        let read = log.read(partition, entry.offset, 1).await.map_err(as_log)?;
-        let logged = read.into_iter().next().ok_or_else(|| {
-            as_log(LogError::Corrupt {
-                partition,
-                segment: std::path::PathBuf::from("log"),
-                position: entry.offset,
-                reason: "the history index lists an event the log does not hold".into(),
-            })
-        })?;
-        events.push(HistoryEvent {
-            offset: logged.offset,
-            at_ms: logged.timestamp_ms,
-            decision: entry.decision,
-            payload: logged.payload.to_vec(),
-        });
+    match read_indexed(log, store, record, HISTORY_EVENTS_MAX).await {
+        Ok(history) => Ok(Ok(history)),
+        Err(ReadError::Store(e)) => Err(HistoryError::Store(e)),
+        Err(ReadError::Log(source)) => Err(as_log(source).into()),
+        Err(missing) => Ok(Err(missing.to_string())),
     }
-    Ok(Ok(History {
-        partition,
-        record,
-        events,
-        truncated,
-    }))
 }
 
 /// The history from a fold of `partition` into memory (`None`: no such operation there).
@@ -130,7 +109,7 @@ async fn scanned<L: EventLog>(
     let state = MemoryStore::new();
     let mut position = Position::default();
     let mut events = Vec::new();
-    let mut truncated = false;
+    let (mut truncated, mut bytes) = (false, 0);
     while position.next_offset < end {
         let want = READ_BATCH.min((end - position.next_offset) as usize);
         let records = log
@@ -157,11 +136,17 @@ async fn scanned<L: EventLog>(
         )
         .map_err(ReplayError::from)?;
         for event in folded.changes.events.iter().filter(|e| e.id == id) {
-            if events.len() == HISTORY_EVENTS_MAX {
+            let logged = &records[(event.offset - position.next_offset) as usize];
+            // The same cut as the index's answer.
+            bytes += logged.payload.len();
+            // Once cut, the fold goes on only for the operation's state at the end.
+            if truncated
+                || events.len() == HISTORY_EVENTS_MAX
+                || (bytes > HISTORY_BYTES_MAX && !events.is_empty())
+            {
                 truncated = true;
                 break;
             }
-            let logged = &records[(event.offset - position.next_offset) as usize];
             events.push(HistoryEvent {
                 offset: event.offset,
                 at_ms: logged.timestamp_ms,
@@ -170,7 +155,12 @@ async fn scanned<L: EventLog>(
             });
         }
         position = folded.position;
-        state.commit(partition, position, folded.changes).await?;
+        // Only the operations are needed to go on folding: the partition's other events and
+        // deadlines would only fill memory.
+        let mut changes = folded.changes;
+        changes.events.clear();
+        changes.deadlines.clear();
+        state.commit(partition, position, changes).await?;
         progress(Progress {
             applied: position.next_offset,
             total: end,

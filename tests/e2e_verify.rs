@@ -70,6 +70,8 @@ async fn a_byte_changed_under_a_valid_checksum_is_named_by_partition_and_offset(
     let audit = json_of(&opledger(&config, &["audit"]));
     let verified = json_of(&opledger(&config, &["verify"]));
     assert_eq!(verified["verified"], true);
+    assert_eq!(verified["seals_checked"], true);
+    assert_eq!(verified["unread_tail_bytes"], serde_json::json!({}));
     assert_eq!(verified["chain"], audit["chain"], "audit and verify agree");
     assert_eq!(verified["events"], audit["events"]);
     assert_eq!(
@@ -226,11 +228,45 @@ async fn the_same_records_on_the_kafka_backend_give_the_same_heads() {
 
     let on_kafka = json_of(&opledger(&kafka_config, &["verify"]));
     assert_eq!(on_kafka["chain"], embedded["chain"], "same heads and root");
+    assert_eq!(
+        on_kafka["seals_checked"], false,
+        "Kafka records carry no seal"
+    );
     let recorded = tmp.path().join("embedded-heads.json");
     std::fs::write(&recorded, embedded.to_string()).expect("keeps the heads");
     let against = ["verify", "--against", recorded.to_str().expect("utf-8")];
     assert_eq!(
         json_of(&opledger(&kafka_config, &against))["verified"],
         true
+    );
+}
+
+/// A damaged last event (checksum not recomputed) is what a torn tail looks like: a snapshot
+/// cannot tell it from a batch being written, so `verify` does not fail on it, but it says
+/// how many bytes it could not read, where, and what to do.
+#[tokio::test]
+async fn bytes_a_snapshot_cannot_read_are_reported_not_passed_over() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let config = history(tmp.path()).await;
+    let before = json_of(&opledger(&config, &["verify"]));
+    let partition = frames::busiest_partition(&before["chain"]);
+    let log = tmp.path().join("data").join("log");
+    let segment = frames::segments(&log, partition).pop().expect("a segment");
+    let last = frames::frames(&segment).pop().expect("a frame");
+    let mut bytes = std::fs::read(&segment).expect("reads");
+    bytes[last.position + last.payload_start()] ^= 0x01;
+    std::fs::write(&segment, &bytes).expect("damages");
+    let out = opledger(&config, &["verify"]);
+    let after = json_of(&out);
+    assert_eq!(
+        after["unread_tail_bytes"][partition.to_string()],
+        last.len as u64,
+        "{after}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("partition {partition}: {} bytes", last.len))
+            && stderr.contains("with the node stopped"),
+        "{stderr}"
     );
 }

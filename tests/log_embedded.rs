@@ -981,6 +981,22 @@ async fn a_log_of_format_1_is_upgraded_and_its_old_records_stay_covered_by_the_c
     assert_eq!(heads, ChainHeads::of(&[chain.head()]));
     drop(log);
     open(dir, EmbeddedOptions::new(1));
+    let meta = fs::read_to_string(dir.join("log.meta")).unwrap();
+    assert!(meta.contains("sealed_from = 3"), "{meta}");
+
+    // A sealed record rewritten as an old, unsealed one does not get past the seals.
+    let sealed = fs::read(&segment).unwrap();
+    let last_sealed = sealed.len() - (FRAME_OVERHEAD as usize + 40);
+    let mut downgraded = sealed[..last_sealed].to_vec();
+    downgraded.extend(unsealed_frame(4, read[4].timestamp_ms, &new[1].0));
+    fs::write(&segment, &downgraded).unwrap();
+    match EmbeddedLog::open(dir, EmbeddedOptions::new(1)) {
+        Err(LogError::Corrupt { reason, .. }) => {
+            assert!(reason.contains("record 4 carries no seal"), "{reason}")
+        }
+        other => panic!("expected Corrupt, got {:?}", other.err()),
+    }
+    fs::write(&segment, &sealed).unwrap();
 
     // Change the middle old record, its body checksum recomputed: the frame looks whole.
     let mut changed = old[1].clone();
@@ -1014,4 +1030,36 @@ async fn a_log_of_format_1_is_upgraded_and_its_old_records_stay_covered_by_the_c
         EmbeddedLog::open_read_only(dir),
         Err(LogError::ChainBroken { offset: 3, .. })
     ));
+}
+
+/// In a log created sealed, no record may be unsealed: rewriting one as a format-1 frame (with
+/// a valid format-1 checksum) to get past its seal is refused.
+#[tokio::test]
+async fn a_log_created_sealed_refuses_an_unsealed_record() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let log = open(dir, EmbeddedOptions::new(1));
+    let appended = append_each(&log, 0, 0, 3, 40).await;
+    drop(log);
+    let segment = segments(dir, 0).remove(0);
+    let bytes = fs::read(&segment).unwrap();
+    let frame = FRAME_OVERHEAD as usize + 40;
+    let mut changed = appended[1].0.clone();
+    changed.payload[0] ^= 1;
+    let mut tampered = bytes[..frame].to_vec();
+    tampered.extend(unsealed_frame(1, appended[1].1.timestamp_ms, &changed));
+    tampered.extend(&bytes[2 * frame..]);
+    fs::write(&segment, &tampered).unwrap();
+    for opened in [
+        EmbeddedLog::open(dir, EmbeddedOptions::new(1)).err(),
+        EmbeddedLog::open_read_only(dir).err(),
+    ] {
+        match opened {
+            Some(LogError::Corrupt { reason, .. }) => assert!(
+                reason.contains("record 1 carries no seal, but every record from offset 0"),
+                "{reason}"
+            ),
+            other => panic!("expected Corrupt, got {other:?}"),
+        }
+    }
 }

@@ -26,7 +26,7 @@ use crate::core::input;
 use crate::core::key::{ClientKey, OperationId, ScopedHash};
 use crate::core::operation::{OpState, OperationRecord};
 use crate::metrics::Metrics;
-use crate::partition::local::HISTORY_EVENTS_MAX;
+use crate::partition::history::HISTORY_EVENTS_MAX;
 use crate::partition::{Answer, DueWork, History, Lookup};
 use crate::status::SharedStatusClient;
 use requests::check_result;

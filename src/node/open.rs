@@ -89,8 +89,11 @@ pub(super) fn projection_dir(config: &Config) -> PathBuf {
 
 /// The node's projection for reading only (offline `history`), or why it cannot be trusted as
 /// it is; nothing is moved or changed.
-pub fn projection_for_reading(config: &Config, log: &AnyLog) -> Result<SledStore, String> {
-    SledStore::open_for_reading(
+pub fn projection_for_reading(
+    config: &Config,
+    log: &AnyLog,
+) -> Result<crate::projection::sled::ReadingProjection, String> {
+    crate::projection::sled::ReadingProjection::open(
         &projection_dir(config),
         config.projection_cache_bytes,
         identity(log),

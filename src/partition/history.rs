@@ -5,8 +5,83 @@
 
 use crate::core::event;
 use crate::core::operation::OperationRecord;
+use crate::log::model::{EventLog, LogError, Offset, partition_for};
+use crate::projection::{ProjectionError, ProjectionStore};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+
+/// Most events one history answer lists (an operation kept alive by heartbeats for days has
+/// more; the answer says it was cut).
+pub const HISTORY_EVENTS_MAX: usize = 1000;
+
+/// Most event bytes one history answer carries, well inside a peer message (events of up to
+/// `EVENT_BYTES_MAX` each would not fit 1,000 at a time); beyond it the answer is cut too.
+pub const HISTORY_BYTES_MAX: usize = 16 << 20;
+
+/// Why the events a history index lists could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The log failed.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// The projection failed.
+    #[error(transparent)]
+    Store(#[from] ProjectionError),
+    /// The index lists an event the log does not hold (the projection belongs to another log
+    /// or is damaged: rebuild it).
+    #[error(
+        "partition {partition} does not hold event {offset} its history index lists; run `opledger rebuild`"
+    )]
+    Missing {
+        /// The partition.
+        partition: u32,
+        /// The listed offset.
+        offset: Offset,
+    },
+}
+
+/// The history of `record` as `store`'s history index lists it, each event read from `log`:
+/// at most `limit` events (and [`HISTORY_EVENTS_MAX`]) of at most [`HISTORY_BYTES_MAX`] bytes
+/// in all (`truncated` says when there are more).
+pub async fn read_indexed<L: EventLog>(
+    log: &L,
+    store: &dyn ProjectionStore,
+    record: OperationRecord,
+    limit: usize,
+) -> Result<History, ReadError> {
+    let limit = limit.min(HISTORY_EVENTS_MAX);
+    let mut entries = store.history(&record.id, limit + 1)?;
+    let mut truncated = entries.len() > limit;
+    entries.truncate(limit);
+    // The record's own partition: an id of the earlier layout names none.
+    let partition = partition_for(&record.scope.0, log.partition_count());
+    let mut events = Vec::with_capacity(entries.len());
+    let mut bytes = 0;
+    for entry in entries {
+        let read = log.read(partition, entry.offset, 1).await?;
+        let logged = read.into_iter().next().ok_or(ReadError::Missing {
+            partition,
+            offset: entry.offset,
+        })?;
+        bytes += logged.payload.len();
+        if bytes > HISTORY_BYTES_MAX && !events.is_empty() {
+            truncated = true;
+            break;
+        }
+        events.push(HistoryEvent {
+            offset: logged.offset,
+            at_ms: logged.timestamp_ms,
+            decision: entry.decision,
+            payload: logged.payload.to_vec(),
+        });
+    }
+    Ok(History {
+        partition,
+        record,
+        events,
+        truncated,
+    })
+}
 
 /// One event of an operation's history, as its partition holds it: the bytes as logged (the
 /// reader decodes and shows them) and what the arbiter decided.
@@ -29,7 +104,7 @@ pub struct History {
     pub partition: u32,
     /// The operation as it stands.
     pub record: OperationRecord,
-    /// Its events, at most the limit asked for (and [`super::local::HISTORY_EVENTS_MAX`]).
+    /// Its events, at most the limit asked for (and [`HISTORY_EVENTS_MAX`]).
     pub events: Vec<HistoryEvent>,
     /// Whether it has more events than listed.
     pub truncated: bool,

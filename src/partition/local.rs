@@ -6,7 +6,7 @@
 use super::fold::find;
 use super::ownership::Ownership;
 use super::replies::Replies;
-use super::{Answer, DueWork, History, HistoryEvent, Lookup, Partition, PartitionError};
+use super::{Answer, DueWork, History, Lookup, Partition, PartitionError};
 use crate::core::deadline::DeadlineKind;
 use crate::core::event::{self, Envelope, EventBody, OwnerChange, ReplyTo};
 use crate::core::key::{OperationId, ScopedHash};
@@ -22,10 +22,6 @@ pub const DUE_PER_KIND_MAX: usize = 1024;
 
 /// How long a caller waits for the arbiter's decision after its event is durable.
 pub const DECISION_WAIT_DEFAULT: Duration = Duration::from_secs(10);
-
-/// Most events one history answer lists (an operation kept alive by heartbeats for days has
-/// more; the answer says it was cut).
-pub const HISTORY_EVENTS_MAX: usize = 1000;
 
 /// Most queue entries a partition counts for the operator queue's total.
 pub const QUEUE_COUNT_MAX: usize = 10_000;
@@ -237,41 +233,12 @@ impl<L: EventLog> LocalPartition<L> {
         let Some(record) = self.read_now(Lookup::Id(id))? else {
             return Ok(None);
         };
-        let limit = limit.min(HISTORY_EVENTS_MAX);
-        let mut entries = self.shared.store.history(&record.id, limit + 1)?;
-        let truncated = entries.len() > limit;
-        entries.truncate(limit);
-        // The record's own partition: on a node alone on its log, an id of the earlier layout
-        // may be answered by another partition's service.
-        let partition = partition_for(&record.scope.0, self.shared.log.partition_count());
-        let mut events = Vec::with_capacity(entries.len());
-        for entry in entries {
-            let unavailable = |reason: String| PartitionError::Unavailable(reason);
-            let read = self
-                .shared
-                .log
-                .read(partition, entry.offset, 1)
-                .await
-                .map_err(|e| unavailable(e.to_string()))?;
-            let Some(logged) = read.into_iter().next() else {
-                return Err(unavailable(format!(
-                    "partition {partition} does not hold event {} its history index lists",
-                    entry.offset
-                )));
-            };
-            events.push(HistoryEvent {
-                offset: logged.offset,
-                at_ms: logged.timestamp_ms,
-                decision: entry.decision,
-                payload: logged.payload.to_vec(),
-            });
+        let store = self.shared.store.as_ref();
+        match super::history::read_indexed(self.shared.log.as_ref(), store, record, limit).await {
+            Ok(history) => Ok(Some(history)),
+            Err(super::history::ReadError::Store(e)) => Err(PartitionError::Store(e)),
+            Err(e) => Err(PartitionError::Unavailable(e.to_string())),
         }
-        Ok(Some(History {
-            partition,
-            record,
-            events,
-            truncated,
-        }))
     }
 }
 

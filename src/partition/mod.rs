@@ -162,7 +162,7 @@ pub trait Partition: Send + Sync {
     ) -> crate::BoxFuture<'_, Result<Vec<DueWork>, PartitionError>>;
 
     /// An operation's record and its first `limit` events (never more than
-    /// [`local::HISTORY_EVENTS_MAX`]), found through the history index, not a scan (`None`: no
+    /// [`history::HISTORY_EVENTS_MAX`], nor [`history::HISTORY_BYTES_MAX`] bytes), found through the history index, not a scan (`None`: no
     /// such operation).
     fn history(
         &self,

@@ -5,7 +5,12 @@
 //! format_version = 1
 //! partitions = 8
 //! log_id = 1b4e28ba-2fa1-41d2-883f-0016d3cca427
+//! sealed_from = 0,17,5,0,0,2,9,0        (only in a log upgraded from format 1)
 //! ```
+//!
+//! `sealed_from` lists, per partition, the offset from which every frame is sealed: the
+//! partition's end when a log of format 1 was upgraded. Without it (a log created at format 2)
+//! every frame is sealed. An unsealed frame at or past it was put there after it was written.
 //!
 //! Written once, on first open, via temp file + fsync + rename + directory fsync so that a
 //! crash leaves either no meta file or a complete one.
@@ -36,6 +41,22 @@ pub(crate) struct Meta {
     pub format_version: u32,
     pub partitions: u32,
     pub log_id: Uuid,
+    /// Per partition, the offset from which every frame is sealed (empty: from 0).
+    pub sealed_from: Vec<u64>,
+}
+
+impl Meta {
+    /// The offset from which every frame of `partition` is sealed (`u64::MAX` in a log of
+    /// format 1, which has none).
+    pub fn sealed_from(&self, partition: u32) -> u64 {
+        if self.format_version < 2 {
+            return u64::MAX;
+        }
+        self.sealed_from
+            .get(partition as usize)
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 /// Wraps an I/O error with what was being done.
@@ -70,6 +91,7 @@ fn parse_meta(text: &str) -> Result<Meta, String> {
         return Err(format!("first line is not `{MAGIC}`"));
     }
     let (mut version, mut partitions, mut log_id) = (None, None, None);
+    let mut sealed_from = Vec::new();
     for line in lines {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -90,6 +112,13 @@ fn parse_meta(text: &str) -> Result<Meta, String> {
                 partitions = Some(v.parse::<u32>().map_err(|e| format!("partitions: {e}"))?)
             }
             "log_id" => log_id = Some(Uuid::parse_str(v).map_err(|e| format!("log_id: {e}"))?),
+            "sealed_from" => {
+                sealed_from = v
+                    .split(',')
+                    .map(|o| o.trim().parse::<u64>())
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| format!("sealed_from: {e}"))?
+            }
             // Unknown keys are rejected rather than ignored: they would come from a newer
             // format this code does not understand.
             other => return Err(format!("unknown key `{other}`")),
@@ -101,20 +130,33 @@ fn parse_meta(text: &str) -> Result<Meta, String> {
             "unsupported format_version {format_version} (this build reads {FORMAT_VERSION_MIN} to {FORMAT_VERSION}); run a build that knows it"
         ));
     }
+    let partitions = partitions.ok_or("missing partitions")?;
+    if !sealed_from.is_empty() && sealed_from.len() != partitions as usize {
+        return Err(format!(
+            "sealed_from lists {} partitions, the log has {partitions}",
+            sealed_from.len()
+        ));
+    }
     Ok(Meta {
         format_version,
-        partitions: partitions.ok_or("missing partitions")?,
+        partitions,
         log_id: log_id.ok_or("missing log_id")?,
+        sealed_from,
     })
 }
 
 fn render_meta(meta: &Meta) -> String {
-    format!(
+    let mut text = format!(
         "{MAGIC}\nformat_version = {}\npartitions = {}\nlog_id = {}\n",
         meta.format_version,
         meta.partitions,
         meta.log_id.hyphenated()
-    )
+    );
+    if !meta.sealed_from.is_empty() {
+        let offsets: Vec<String> = meta.sealed_from.iter().map(u64::to_string).collect();
+        text += &format!("sealed_from = {}\n", offsets.join(","));
+    }
+    text
 }
 
 /// Atomically writes `dir/log.meta` (temp file, fsync, rename, directory fsync).
@@ -142,10 +184,11 @@ mod tests {
 
     #[test]
     fn roundtrip_and_rejects() {
-        let meta = Meta {
+        let mut meta = Meta {
             format_version: FORMAT_VERSION,
             partitions: 12,
             log_id: Uuid::new_v4(),
+            sealed_from: Vec::new(),
         };
         assert_eq!(parse_meta(&render_meta(&meta)), Ok(meta.clone()));
         assert!(parse_meta("garbage").is_err());
@@ -155,6 +198,21 @@ mod tests {
         assert!(parse_meta(&newer).is_err());
         let ancient = render_meta(&meta).replace("format_version = 2", "format_version = 0");
         assert!(parse_meta(&ancient).is_err());
+        assert_eq!(
+            meta.sealed_from(3),
+            0,
+            "a log created sealed is sealed from 0"
+        );
+        meta.sealed_from = (0..12).collect();
+        assert_eq!(parse_meta(&render_meta(&meta)), Ok(meta.clone()));
+        assert_eq!(meta.sealed_from(3), 3);
+        let short = render_meta(&meta).replace(",11", "");
+        assert!(parse_meta(&short).is_err(), "one offset per partition");
+        let old = Meta {
+            format_version: 1,
+            ..meta.clone()
+        };
+        assert_eq!(old.sealed_from(3), u64::MAX, "format 1 has no seals");
         let missing = render_meta(&meta).replace("partitions = 12\n", "");
         assert!(parse_meta(&missing).is_err());
     }

@@ -78,6 +78,8 @@ pub struct EmbeddedLog {
     closing: AtomicBool,
     /// Held (locked) for the lifetime of the log; released when dropped. `None` when read-only.
     _lock: Option<File>,
+    /// Per partition, bytes a read-only snapshot left unread after the last whole record.
+    unread_tails: Vec<u64>,
 }
 
 impl fmt::Debug for EmbeddedLog {
@@ -96,6 +98,13 @@ impl EmbeddedLog {
     /// they were built from a different log.
     pub fn log_id(&self) -> Uuid {
         self.log_id
+    }
+
+    /// Per partition, the bytes after its last whole record that this read-only snapshot did
+    /// not read: a batch a running node is still writing, a torn tail from a crash (the next
+    /// start cuts it), or damage. Always 0 for a log opened for writing (it cuts torn tails).
+    pub fn unread_tails(&self) -> &[u64] {
+        &self.unread_tails
     }
 
     /// Directory the log lives in.

@@ -60,12 +60,14 @@ impl EmbeddedLog {
                 options.index_interval_records,
                 options.torn_bytes_max(),
                 true,
+                meta.sealed_from(p),
             )?;
             recovered.push((pdir, rec));
         }
 
         // Every partition verified: only now may the first sealed frame follow older ones.
-        let meta = upgrade(dir, meta)?;
+        let ends: Vec<u64> = recovered.iter().map(|(_, r)| r.next_offset).collect();
+        let meta = upgrade(dir, meta, ends)?;
         let threads = options.writer_threads as usize;
         let mut partitions = Vec::with_capacity(recovered.len());
         // Partition writers per thread; partitions are visited in ascending order, so thread
@@ -123,6 +125,7 @@ impl EmbeddedLog {
             writers,
             closing: AtomicBool::new(false),
             _lock: Some(lock),
+            unread_tails: vec![0; options.partitions as usize],
         })
     }
 
@@ -137,6 +140,7 @@ impl EmbeddedLog {
         })?;
         let defaults = EmbeddedOptions::new(meta.partitions);
         let mut partitions = Vec::with_capacity(meta.partitions as usize);
+        let mut unread_tails = Vec::with_capacity(meta.partitions as usize);
         for p in 0..meta.partitions {
             let pdir = dir.join(segment::partition_dir_name(p));
             let mut rec = segment::recover_partition(
@@ -145,7 +149,9 @@ impl EmbeddedLog {
                 defaults.index_interval_records,
                 defaults.torn_bytes_max(),
                 false,
+                meta.sealed_from(p),
             )?;
+            unread_tails.push(rec.unread_tail);
             let shared = Arc::new(PartitionShared::new(p, &mut rec, 0, 0));
             shared.close();
             partitions.push(shared);
@@ -158,6 +164,7 @@ impl EmbeddedLog {
             writers: Vec::new(),
             closing: AtomicBool::new(true),
             _lock: None,
+            unread_tails,
         })
     }
 }
@@ -190,21 +197,23 @@ fn initialize(dir: &Path, partitions: u32) -> Result<Meta, LogError> {
         format_version: meta::FORMAT_VERSION,
         partitions,
         log_id: Uuid::new_v4(),
+        sealed_from: Vec::new(),
     };
     // write_meta fsyncs `dir`, which also makes the partition directory entries durable.
     meta::write_meta(dir, &meta)?;
     Ok(meta)
 }
 
-/// Moves a log of an older format to the current one (frames already written stay as they
-/// are; new ones are sealed).
-fn upgrade(dir: &Path, meta: Meta) -> Result<Meta, LogError> {
+/// Moves a log of an older format to the current one: frames already written stay as they
+/// are, every frame from each partition's end (`ends`) on is sealed, and the meta says so.
+fn upgrade(dir: &Path, meta: Meta, ends: Vec<u64>) -> Result<Meta, LogError> {
     if meta.format_version == meta::FORMAT_VERSION {
         return Ok(meta);
     }
     let upgraded = Meta {
         format_version: meta::FORMAT_VERSION,
-        ..meta
+        sealed_from: ends,
+        ..meta.clone()
     };
     meta::write_meta(dir, &upgraded)?;
     tracing::info!(dir = %dir.display(), from = meta.format_version, to = upgraded.format_version, "log format upgraded: records from now on are sealed into the hash chain; older ones are covered by the chain but carry no seal of their own");

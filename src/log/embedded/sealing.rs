@@ -12,6 +12,8 @@ use crate::log::model::LogError;
 /// record's stored seal.
 pub(crate) struct Sealing {
     partition: u32,
+    /// Every frame from this offset on was written sealed.
+    sealed_from: u64,
     /// The chain over the records checked so far.
     pub chain: Chain,
     /// Records since the last sealed one (written before log format 2).
@@ -20,9 +22,10 @@ pub(crate) struct Sealing {
 
 impl Sealing {
     /// Before the partition's first record.
-    pub fn new(partition: u32) -> Self {
+    pub fn new(partition: u32, sealed_from: u64) -> Self {
         Self {
             partition,
+            sealed_from,
             chain: Chain::new(partition),
             unsealed: 0,
         }
@@ -39,6 +42,18 @@ impl Sealing {
     ) -> Result<(), LogError> {
         let link = self.chain.push(&frame.key, payload);
         let Some(stored) = frame.seal else {
+            if frame.offset >= self.sealed_from {
+                // Someone rewrote a sealed frame as an old, unsealed one to get past the seal.
+                return Err(LogError::Corrupt {
+                    partition: self.partition,
+                    segment: segment.to_path_buf(),
+                    position,
+                    reason: format!(
+                        "record {} carries no seal, but every record from offset {} on was written sealed: it was replaced after it was written",
+                        frame.offset, self.sealed_from
+                    ),
+                });
+            }
             self.unsealed += 1;
             return Ok(());
         };

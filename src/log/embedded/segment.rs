@@ -84,6 +84,9 @@ pub(crate) struct Recovered {
     pub last_segment_len: u64,
     /// The chain over every record, checked against every stored seal.
     pub head: Head,
+    /// Bytes after the last whole frame that a read-only scan left unread (a batch being
+    /// written, a torn tail a start would cut, or damage); 0 when repairing.
+    pub unread_tail: u64,
 }
 
 fn corrupt(partition: u32, segment: &Path, position: u64, reason: String) -> LogError {
@@ -126,6 +129,7 @@ pub(crate) fn recover_partition(
     index_interval: u64,
     torn_bytes_max: u64,
     repair: bool,
+    sealed_from: Offset,
 ) -> Result<Recovered, LogError> {
     let mut segments = list_segments(dir)?;
     if segments.is_empty() && !repair {
@@ -144,7 +148,8 @@ pub(crate) fn recover_partition(
     let mut expected: Offset = 0;
     let mut last_timestamp_ms = 0u64;
     let mut last_segment_len = 0u64;
-    let mut sealing = Sealing::new(partition);
+    let mut sealing = Sealing::new(partition, sealed_from);
+    let mut unread_tail = 0;
     let mut body = Vec::new();
     let last = segments.len() - 1;
     for (i, seg) in segments.iter().enumerate() {
@@ -215,6 +220,8 @@ pub(crate) fn recover_partition(
             }
             if repair {
                 truncate_tail(partition, &seg.path, pos, len, &bad)?;
+            } else {
+                unread_tail = len - pos;
             }
             // Read-only: a live writer may be mid-write here; the snapshot ends before it.
             break;
@@ -230,6 +237,7 @@ pub(crate) fn recover_partition(
         last_timestamp_ms,
         last_segment_len,
         head: sealing.chain.head(),
+        unread_tail,
     })
 }
 
@@ -360,7 +368,7 @@ mod tests {
             .collect();
         let dir = tempfile::tempdir().expect("tempdir");
         fs::write(dir.path().join(segment_file_name(0)), frames.concat()).expect("writes");
-        let recovered = recover_partition(0, dir.path(), 1024, 1 << 20, false).expect("reads");
+        let recovered = recover_partition(0, dir.path(), 1024, 1 << 20, false, 1).expect("reads");
         assert_eq!(recovered.next_offset, 2);
         assert_eq!(recovered.head.records, 2);
         assert_eq!(

@@ -27,6 +27,7 @@ mod committer;
 mod directory;
 mod layout;
 mod pending;
+mod reading;
 
 use super::{Changes, Due, HistoryEntry, Position, ProjectionError, ProjectionStore, QueueSlice};
 use crate::core::deadline::DeadlineKind;
@@ -41,6 +42,7 @@ use layout::{
     decode_position, decode_queue_key, decode_record, event_prefix, queue_prefix, record_key,
 };
 pub use pending::PENDING_ENTRIES_MAX;
+pub use reading::ReadingProjection;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -127,37 +129,6 @@ impl SledStore {
         write_meta(&db, log)?;
         forget_clean(&marker)?;
         Ok((Self::with(db)?, Reset::Rebuilt { reason }))
-    }
-
-    /// Opens the projection in `dir` for reading only, if it can be trusted as it is: closed
-    /// cleanly, of the current format, of `log`. Refused with the reason otherwise (also while
-    /// a running node holds it); nothing is moved aside. The clean-stop marker goes while it is
-    /// open, as for any open: call [`close_clean`](Self::close_clean) when done, and the next
-    /// `serve` resumes it; a crash meanwhile costs a rebuild, never a trusted damaged store.
-    pub fn open_for_reading(
-        dir: &Path,
-        cache_bytes: u64,
-        log: LogIdentity,
-    ) -> Result<Self, String> {
-        if !dir.exists() {
-            return Err(format!("there is no projection at {}", dir.display()));
-        }
-        if !clean_marker(dir).exists() {
-            return Err(
-                "the projection was not closed cleanly (a node runs on it, or the last one did not stop cleanly)"
-                    .into(),
-            );
-        }
-        let db = open_db(dir, cache_bytes)
-            .map_err(|e| format!("the projection cannot be opened: {e}"))?;
-        match check_meta(&db, log) {
-            Ok(true) => {
-                forget_clean(&clean_marker(dir)).map_err(|e| e.to_string())?;
-                Self::with(db).map_err(|e| e.to_string())
-            }
-            Ok(false) => Err("the projection has no metadata".into()),
-            Err(mismatch) => Err(format!("the projection is not usable: {mismatch}")),
-        }
     }
 
     /// Flushes the projection and records that it is consistent with its applied offsets, so the
