@@ -45,7 +45,20 @@ pub enum Source {
     Scan {
         /// Why not the index.
         reason: String,
+        /// The projection disagrees with the log (its index lists an event the log does not
+        /// hold): it must not be trusted again.
+        damaged: bool,
     },
+}
+
+/// What the index could do.
+enum Indexed {
+    /// It answered.
+    Found(Box<History>),
+    /// It cannot answer (stale, or the operation is not in it).
+    Unusable(String),
+    /// It disagrees with the log.
+    Damaged(String),
 }
 
 /// The history of `id` from `log`, through `projection`'s index where it can answer
@@ -57,18 +70,19 @@ pub async fn history<L: EventLog>(
     progress: impl FnMut(Progress),
 ) -> Result<(History, Source), HistoryError> {
     let count = log.partition_count();
-    let reason = match projection {
+    let (reason, damaged) = match projection {
         Ok(store) => match indexed(log, store, id).await? {
-            Ok(history) => return Ok((history, Source::Index)),
-            Err(reason) => reason,
+            Indexed::Found(history) => return Ok((*history, Source::Index)),
+            Indexed::Unusable(reason) => (reason, false),
+            Indexed::Damaged(reason) => (reason, true),
         },
-        Err(reason) => reason,
+        Err(reason) => (reason, false),
     };
     let partition = partition_of_key(id.partition_key(), count);
     let history = scanned(log, partition, id, progress)
         .await?
         .ok_or(HistoryError::NotFound(id))?;
-    Ok((history, Source::Scan { reason }))
+    Ok((history, Source::Scan { reason, damaged }))
 }
 
 /// The history from the index, or why the index cannot give all of it.
@@ -76,24 +90,26 @@ async fn indexed<L: EventLog>(
     log: &L,
     store: &dyn ProjectionStore,
     id: OperationId,
-) -> Result<Result<History, String>, HistoryError> {
+) -> Result<Indexed, HistoryError> {
     let Some(record) = store.get(&id)? else {
-        return Ok(Err("the projection does not hold this operation".into()));
+        return Ok(Indexed::Unusable(
+            "the projection does not hold this operation".into(),
+        ));
     };
     let partition = partition_for(&record.scope.0, log.partition_count());
     let as_log = |source| ReplayError::Log { partition, source };
     let applied = store.position(partition)?.next_offset;
     let end = log.end_offset(partition).await.map_err(as_log)?;
     if applied != end {
-        return Ok(Err(format!(
+        return Ok(Indexed::Unusable(format!(
             "the projection applied {applied} of partition {partition}'s {end} events"
         )));
     }
     match read_indexed(log, store, record, HISTORY_EVENTS_MAX).await {
-        Ok(history) => Ok(Ok(history)),
+        Ok(history) => Ok(Indexed::Found(Box::new(history))),
         Err(ReadError::Store(e)) => Err(HistoryError::Store(e)),
         Err(ReadError::Log(source)) => Err(as_log(source).into()),
-        Err(missing) => Ok(Err(missing.to_string())),
+        Err(missing) => Ok(Indexed::Damaged(missing.to_string())),
     }
 }
 

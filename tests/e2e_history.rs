@@ -75,6 +75,10 @@ async fn an_auditor_reads_every_event_of_an_operation_with_its_decision_and_no_s
     );
 
     let config = server.config.clone();
+    // Offline beside the running node: the projection is its, so the partition is folded.
+    let (offline, note) = offline_history(&config, &id);
+    assert_eq!(offline, history);
+    assert!(note.contains("held by another opledger process"), "{note}");
     let (s, _) = server.get(TOKEN_OPS, &path).await;
     assert_eq!(s, 403, "an operator is not an auditor");
     let (s, _) = server.get(TOKEN_B, &path).await;

@@ -378,16 +378,18 @@ fn history(args: &ConfigArgs, id: &str) -> anyhow::Result<()> {
             .map_err(Clone::clone);
         let found = run(log.as_ref(), store, id, show).await;
         if let Ok(projection) = projection {
-            // A store error may mean damage: then it is not marked clean again.
-            let read_ok = !matches!(found, Err(HistoryError::Store(_)));
-            projection
-                .close(read_ok)
-                .context("cannot mark the projection clean again; the next start rebuilds it")?;
+            // A store error or a disagreement with the log may mean damage: then it is not
+            // marked clean again, and the next start rebuilds it.
+            let damaged = matches!(found, Err(HistoryError::Store(_)))
+                || matches!(&found, Ok((_, Source::Scan { damaged: true, .. })));
+            if let Err(e) = projection.close(!damaged) {
+                eprintln!("opledger: warning: the projection was not marked clean again, so the next start rebuilds it: {e}");
+            }
         }
         anyhow::Ok(found?)
     })?;
     bar.finish();
-    if let Source::Scan { reason } = source {
+    if let Source::Scan { reason, .. } = source {
         eprintln!("opledger: read by folding the operation's partition: {reason}");
     }
     print_json(&history.to_json())

@@ -162,6 +162,14 @@ pub enum ProjectionError {
         /// Why.
         source: std::io::Error,
     },
+    /// Another process has the projection open.
+    #[error(
+        "the projection is held by another opledger process ({path} is locked): a running node, `rebuild` or `history`; stop it first"
+    )]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+    },
     /// The group-commit thread failed or stopped.
     #[error("projection commit: {0}")]
     Thread(String),

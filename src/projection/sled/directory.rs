@@ -32,9 +32,50 @@ pub(super) fn sync_parent(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// `<dir>.lock`: held by whichever process has the projection open (a node, `rebuild`,
+/// `history`), beside the directory so that moving the directory aside never moves it.
+fn lock_path(dir: &Path) -> PathBuf {
+    let mut name = dir.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// Takes the projection's lock, waiting up to `wait` for another holder to let go (a handle
+/// of this process being dropped); `ProjectionError::Locked` after that.
+pub(super) fn lock_projection(
+    dir: &Path,
+    wait: std::time::Duration,
+) -> Result<std::fs::File, ProjectionError> {
+    let path = lock_path(dir);
+    let io = |source| ProjectionError::Marker {
+        path: path.clone(),
+        source,
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(io)?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io)?;
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => return Err(ProjectionError::Locked { path }),
+            Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
+        }
+    }
+}
+
 /// How long an open waits for sled to release its file lock after the previous handle in this
 /// process was dropped.
-const LOCK_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+pub(super) const LOCK_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub(super) fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, sled::Error> {
     let open = || {

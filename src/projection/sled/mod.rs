@@ -35,7 +35,8 @@ use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
 use committer::Committer;
 use directory::{
-    check_meta, clean_marker, forget_clean, move_aside, open_db, sync_parent, write_meta,
+    LOCK_RELEASE_WAIT, check_meta, clean_marker, forget_clean, lock_projection, move_aside,
+    open_db, sync_parent, write_meta,
 };
 use layout::{
     PREFIX_RECORD, applied_key, deadline_key, decode_deadline_key, decode_event_key,
@@ -86,6 +87,8 @@ pub struct LogIdentity {
 pub struct SledStore {
     db: sled::Db,
     committer: Arc<Committer>,
+    /// The projection's lock, held while any handle lives.
+    _lock: Arc<std::fs::File>,
 }
 
 impl SledStore {
@@ -101,12 +104,13 @@ impl SledStore {
         cache_bytes: u64,
         log: LogIdentity,
     ) -> Result<(Self, Reset), ProjectionError> {
+        let lock = lock_projection(dir, LOCK_RELEASE_WAIT)?;
         let marker = clean_marker(dir);
         let reason = if !dir.exists() {
             let db = open_db(dir, cache_bytes)?;
             write_meta(&db, log)?;
             forget_clean(&marker)?;
-            return Ok((Self::with(db)?, Reset::Fresh));
+            return Ok((Self::with(db, lock)?, Reset::Fresh));
         } else if !marker.exists() {
             "the previous run did not stop cleanly, and sled 0.34 is not trusted after a crash"
                 .to_owned()
@@ -116,7 +120,7 @@ impl SledStore {
                     Ok(true) => {
                         // From here until a clean stop, a crash must lead to a rebuild.
                         forget_clean(&marker)?;
-                        return Ok((Self::with(db)?, Reset::None));
+                        return Ok((Self::with(db, lock)?, Reset::None));
                     }
                     Ok(false) => "it has no metadata".to_owned(),
                     Err(mismatch) => mismatch,
@@ -128,7 +132,7 @@ impl SledStore {
         let db = open_db(dir, cache_bytes)?;
         write_meta(&db, log)?;
         forget_clean(&marker)?;
-        Ok((Self::with(db)?, Reset::Rebuilt { reason }))
+        Ok((Self::with(db, lock)?, Reset::Rebuilt { reason }))
     }
 
     /// Flushes the projection and records that it is consistent with its applied offsets, so the
@@ -146,20 +150,25 @@ impl SledStore {
         sync_parent(&marker).map_err(io)
     }
 
-    fn with(db: sled::Db) -> Result<Self, ProjectionError> {
+    fn with(db: sled::Db, lock: std::fs::File) -> Result<Self, ProjectionError> {
         let committer = Arc::new(Committer::start(db.clone())?);
-        Ok(Self { db, committer })
+        Ok(Self {
+            db,
+            committer,
+            _lock: Arc::new(lock),
+        })
     }
 
     /// Discards the projection (moved aside) and starts an empty one: `opledger rebuild`.
     pub fn reset(dir: &Path, cache_bytes: u64, log: LogIdentity) -> Result<Self, ProjectionError> {
+        let lock = lock_projection(dir, LOCK_RELEASE_WAIT)?;
         forget_clean(&clean_marker(dir))?;
         if dir.exists() {
             move_aside(dir)?;
         }
         let db = open_db(dir, cache_bytes)?;
         write_meta(&db, log)?;
-        Self::with(db)
+        Self::with(db, lock)
     }
 
     /// The records in sled whose id starts with a byte in `first`, in id order: a slice of

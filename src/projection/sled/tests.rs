@@ -314,3 +314,45 @@ async fn given_one_operation_changed_by_many_commits_when_written_together_then_
     // meta (3) + the record + its queue entry + the position: nothing stale.
     assert_eq!(keys, 6, "sled holds only the last state");
 }
+
+#[test]
+fn given_a_projection_held_or_not_closed_cleanly_when_opened_for_reading_then_it_is_refused_as_it_is()
+ {
+    use super::ReadingProjection;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("p");
+    let marker = clean_marker(&path);
+    let (p, _) = SledStore::open(&path, 1 << 20, LOG).expect("opens");
+    // Held by a node: refused, and the node's projection is left alone.
+    let held = ReadingProjection::open(&path, 1 << 20, LOG).err();
+    assert!(held.is_some_and(|e| e.contains("held by another opledger process")));
+    p.close_clean(&path).expect("closes");
+    drop(p);
+    // Closed cleanly: read, and marked clean again after a good read only.
+    let reading = ReadingProjection::open(&path, 1 << 20, LOG).expect("reads");
+    assert!(!marker.exists(), "unmarked while open");
+    let other = LogIdentity {
+        log_id: [9; 16],
+        ..LOG
+    };
+    assert!(
+        ReadingProjection::open(&path, 1 << 20, other).is_err(),
+        "held"
+    );
+    reading.close(true).expect("closes");
+    assert!(marker.exists());
+    let mismatch = ReadingProjection::open(&path, 1 << 20, other).err();
+    assert!(
+        mismatch.is_some_and(|e| e.contains("not usable")),
+        "another log's"
+    );
+    assert!(marker.exists(), "a refused open changes nothing");
+    ReadingProjection::open(&path, 1 << 20, LOG)
+        .expect("reads")
+        .close(false)
+        .expect("closes");
+    assert!(!marker.exists(), "a bad read leaves it to be rebuilt");
+    let unclean = ReadingProjection::open(&path, 1 << 20, LOG).err();
+    assert!(unclean.is_some_and(|e| e.contains("not closed cleanly")));
+    assert!(path.exists(), "never moved aside");
+}
