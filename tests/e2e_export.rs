@@ -68,7 +68,15 @@ async fn export_streams_every_event_decoded_filtered_and_without_secrets() {
         audit["events"].as_u64().expect("events"),
         "every event once"
     );
-    let text = all.iter().map(Value::to_string).collect::<String>();
+    // Without the log times: a time such as 18:12:12.503 contains the amount's digits.
+    let text = all
+        .iter()
+        .map(|line| {
+            let mut line = line.clone();
+            line.as_object_mut().expect("an object").remove("at");
+            line.to_string()
+        })
+        .collect::<String>();
     for secret in [
         KEY,
         CUSTOMER,

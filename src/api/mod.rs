@@ -10,6 +10,7 @@ mod history;
 mod operator;
 mod reports;
 mod request;
+pub mod server;
 
 pub use operator::{RECONCILIATION_ITEMS_MAX, reload_principals};
 
@@ -35,6 +36,8 @@ pub struct ApiState {
     pub config_path: Option<std::path::PathBuf>,
     /// Largest accepted body.
     pub body_bytes_max: usize,
+    /// How long a client may take to send a body once its head arrived.
+    pub body_read_timeout: std::time::Duration,
     /// The metrics consumer's counters, served on `/metrics`.
     pub metrics: Arc<crate::metrics::Metrics>,
 }

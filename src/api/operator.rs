@@ -50,7 +50,7 @@ pub(super) async fn take_over(
     body: Body,
 ) -> Result<Response, ApiError> {
     let principal = operator(&state, &headers)?;
-    let b: TakeOverBody = optional_json_body(body, state.body_bytes_max).await?;
+    let b: TakeOverBody = optional_json_body(body, &state).await?;
     let command = OperatorCommand::TakeOver {
         expected_version: b.expected_version,
     };
@@ -83,7 +83,7 @@ pub(super) async fn resolve(
     body: Body,
 ) -> Result<Response, ApiError> {
     let principal = operator(&state, &headers)?;
-    let b: ResolveBody = json_body(body, state.body_bytes_max).await?;
+    let b: ResolveBody = json_body(body, &state).await?;
     let outcome = match (b.outcome, b.result) {
         (OutcomeBody::Completed, Some(r)) => ResolvedOutcome::Completed(BusinessResult {
             resource_ref: r.resource_ref,

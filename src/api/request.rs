@@ -12,8 +12,11 @@ use std::sync::Arc;
 
 /// Reads the body up to the configured bound and parses it as JSON of the expected shape.
 /// Errors name the position and the expected fields, never a value from the body.
-pub(super) async fn json_body<T: DeserializeOwned>(body: Body, max: usize) -> Result<T, ApiError> {
-    parse_json(&bounded(body, max).await?)
+pub(super) async fn json_body<T: DeserializeOwned>(
+    body: Body,
+    state: &ApiState,
+) -> Result<T, ApiError> {
+    parse_json(&bounded(body, state).await?)
 }
 
 /// The 413 answer for a body over `max` bytes.
@@ -25,11 +28,21 @@ fn too_large(max: usize) -> ApiError {
     )
 }
 
-/// Reads a body, refusing more than `max` bytes.
-async fn bounded(body: Body, max: usize) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, max)
-        .await
-        .map_err(|_| too_large(max))
+/// Reads a body, refusing more than the limit and a client that takes longer than the body
+/// read timeout to send it (a slow sender must not hold a request, and its connection, open).
+async fn bounded(body: Body, state: &ApiState) -> Result<Bytes, ApiError> {
+    let max = state.body_bytes_max;
+    match tokio::time::timeout(state.body_read_timeout, axum::body::to_bytes(body, max)).await {
+        Ok(read) => read.map_err(|_| too_large(max)),
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            format!(
+                "the body did not arrive within {}; send it at once, or raise [limits] body_read_timeout",
+                humantime::format_duration(state.body_read_timeout)
+            ),
+        )),
+    }
 }
 
 fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
@@ -63,9 +76,9 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 /// Like [`json_body`], but an empty body means the type's default (all fields optional).
 pub(super) async fn optional_json_body<T: DeserializeOwned + Default>(
     body: Body,
-    max: usize,
+    state: &ApiState,
 ) -> Result<T, ApiError> {
-    let bytes = bounded(body, max).await?;
+    let bytes = bounded(body, state).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
@@ -112,7 +125,7 @@ pub(super) async fn agent_json<T: DeserializeOwned>(
 ) -> Result<(Arc<Principal>, T), ApiError> {
     let principal = agent(state, headers)?;
     rejects_oversize(headers, state.body_bytes_max)?;
-    let parsed = json_body(body, state.body_bytes_max).await?;
+    let parsed = json_body(body, state).await?;
     Ok((principal, parsed))
 }
 

@@ -64,6 +64,7 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
             principals: Principals::new(&config.principals_by_token),
             config_path: args.config.clone(),
             body_bytes_max: config.body_bytes_max,
+            body_read_timeout: config.http.body_read_timeout,
             metrics: node.metrics.clone(),
         });
         if let Some(token) = &dev_token {
@@ -82,9 +83,9 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
             // On a shared log, other nodes ask this one for the partitions it serves.
             app = app.merge(opledger::cluster::remote::routes(inbound));
         }
-        let server = axum::serve(listener, app).with_graceful_shutdown(stop);
+        let server = opledger::api::server::serve(listener, app, config.http, stop);
         let outcome = tokio::select! {
-            served = server => served.context("HTTP server failed"),
+            _ = server => Ok(()),
             failure = node.failed() => Err(anyhow::Error::new(failure).context("a partition arbiter stopped")),
         };
         tracing::info!("shutting down");

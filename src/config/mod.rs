@@ -3,6 +3,7 @@
 
 mod backend;
 mod development;
+mod limits;
 mod principals;
 mod raw;
 mod recovery;
@@ -13,6 +14,7 @@ pub use backend::{
     PeerSecret,
 };
 pub use development::DEVELOPMENT_TOOLS;
+pub use limits::HttpLimits;
 pub use principals::{Principal, Role, token_hash};
 pub use recovery::RecoveryOptions;
 
@@ -68,6 +70,8 @@ pub struct Config {
     pub body_bytes_max: usize,
     /// sled's page cache, in bytes.
     pub projection_cache_bytes: u64,
+    /// Limits of the HTTP listener.
+    pub http: HttpLimits,
     /// The recovery consumer's settings; `None` when `[recovery] enabled = false`.
     pub recovery: Option<RecoveryOptions>,
     /// Principals by the SHA-256 of their token (tokens themselves are never kept).
@@ -148,6 +152,7 @@ impl Config {
                 "[limits] body_bytes_max = {body_bytes_max} is too small (at least 256)"
             )));
         }
+        let http = limits::validate_http_limits(&raw.limits)?;
         let recovery = recovery::validate_recovery(raw.recovery)?;
         Ok(Self {
             recovery,
@@ -158,6 +163,7 @@ impl Config {
             writer_threads: raw.log.writer_threads,
             body_bytes_max,
             projection_cache_bytes: raw.limits.projection_cache_mb.unwrap_or(256) * 1024 * 1024,
+            http,
             principals_by_token,
             tools,
         })

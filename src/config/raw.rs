@@ -103,6 +103,10 @@ pub(super) struct RawRecovery {
 pub(super) struct RawLimits {
     pub(super) body_bytes_max: Option<usize>,
     pub(super) projection_cache_mb: Option<u64>,
+    pub(super) header_read_timeout: Option<String>,
+    pub(super) body_read_timeout: Option<String>,
+    pub(super) connections_max: Option<usize>,
+    pub(super) shutdown_grace: Option<String>,
 }
 
 #[derive(Deserialize)]

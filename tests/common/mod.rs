@@ -294,6 +294,25 @@ impl Server {
         assert!(exit.success(), "opledger exited with {exit}");
     }
 
+    /// SIGTERM, then waits up to `limit` for the process to exit; `None` (and SIGKILL) if it
+    /// did not.
+    pub fn stop_within(mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill -TERM");
+        assert!(status.success());
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Some(exit) = self.child.try_wait().expect("polls the child") {
+                return Some(exit);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }

@@ -1,0 +1,72 @@
+//! `[limits]` settings of the HTTP listener: how long a client may take, how many connections
+//! are served at once, and how long a stop waits for requests in flight.
+
+use super::ConfigError;
+use super::raw::RawLimits;
+use std::time::Duration;
+
+/// Limits of the HTTP listener.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// How long a client may take to send a request's head, and how long a kept-alive
+    /// connection may stay idle between requests (`header_read_timeout`, default 10 s).
+    pub header_read_timeout: Duration,
+    /// How long a client may take to send a request's body once its head arrived
+    /// (`body_read_timeout`, default 30 s).
+    pub body_read_timeout: Duration,
+    /// Most connections served at once; more wait to be accepted (`connections_max`, default
+    /// 1024).
+    pub connections_max: usize,
+    /// How long requests in flight may take to finish once a stop was asked for; then they
+    /// are cut off and the node still stops cleanly (`shutdown_grace`, default 10 s).
+    pub shutdown_grace: Duration,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            connections_max: 1024,
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+pub(super) fn validate_http_limits(raw: &RawLimits) -> Result<HttpLimits, ConfigError> {
+    let mut limits = HttpLimits::default();
+    let duration = |setting: &str, text: &Option<String>, default: Duration| {
+        match text {
+        None => Ok(default),
+        Some(t) => humantime::parse_duration(t)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "[limits] {setting} = {t:?} is not a positive duration like \"10s\" or \"500ms\""
+                ))
+            }),
+    }
+    };
+    limits.header_read_timeout = duration(
+        "header_read_timeout",
+        &raw.header_read_timeout,
+        limits.header_read_timeout,
+    )?;
+    limits.body_read_timeout = duration(
+        "body_read_timeout",
+        &raw.body_read_timeout,
+        limits.body_read_timeout,
+    )?;
+    limits.shutdown_grace = duration("shutdown_grace", &raw.shutdown_grace, limits.shutdown_grace)?;
+    match raw.connections_max {
+        Some(0) => {
+            return Err(ConfigError::Invalid(
+                "[limits] connections_max = 0 would serve nobody; give at least 1".into(),
+            ));
+        }
+        Some(n) => limits.connections_max = n,
+        None => {}
+    }
+    Ok(limits)
+}

@@ -1,0 +1,199 @@
+//! Hostile and slow clients against the real binary: a half-sent request no longer keeps a
+//! stopping node alive, connections that send nothing (at first, or between requests) are
+//! closed, a body that does not arrive is answered 408, and connections beyond the limit wait.
+
+mod common;
+
+use common::{Server, TOKEN_A};
+use std::path::Path;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A server whose `[limits]` add `limits` to the usual test config.
+fn start(dir: &Path, limits: &str) -> Server {
+    std::fs::create_dir_all(dir).expect("dir");
+    let text = common::config_text(&dir.join("data"), "").replace(
+        "[limits]\nbody_bytes_max = 4096",
+        &format!("[limits]\nbody_bytes_max = 4096\n{limits}"),
+    );
+    assert!(
+        text.contains(limits),
+        "the test config has a [limits] section"
+    );
+    let config = dir.join("opledger.toml");
+    std::fs::write(&config, text).expect("writes config");
+    Server::start_existing(dir, &config)
+}
+
+async fn connect(server: &Server) -> TcpStream {
+    let addr = server.base.trim_start_matches("http://");
+    TcpStream::connect(addr).await.expect("connects")
+}
+
+/// Reads until the server closes the connection; what it sent, or `None` if it did not close
+/// within `within`.
+async fn until_closed(stream: &mut TcpStream, within: Duration) -> Option<String> {
+    let mut seen = Vec::new();
+    let read = tokio::time::timeout(within, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    });
+    read.await
+        .ok()
+        .map(|()| String::from_utf8_lossy(&seen).into_owned())
+}
+
+#[tokio::test]
+async fn a_half_sent_request_does_not_keep_a_stopping_node_alive() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // Long read timeouts: only the stop's grace period can end these connections.
+    let server = start(
+        tmp.path(),
+        "header_read_timeout = \"60s\"\nbody_read_timeout = \"60s\"\nshutdown_grace = \"1s\"",
+    );
+    let mut half_head = connect(&server).await;
+    half_head
+        .write_all(b"POST /v1/operations HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n")
+        .await
+        .expect("writes");
+    let mut half_body = connect(&server).await;
+    let head = format!(
+        "POST /v1/operations HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN_A}\r\nIdempotency-Key: k\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"tool\":"
+    );
+    half_body.write_all(head.as_bytes()).await.expect("writes");
+    // The body is being waited for: the node is inside the handler when the stop arrives.
+    let (s, _) = server.get(TOKEN_A, "/healthz").await;
+    assert_eq!(s, 200);
+    let (config, stderr_path) = (server.config.clone(), server.stderr_path.clone());
+    let exit = server.stop_within(Duration::from_secs(20));
+    assert!(
+        exit.is_some_and(|e| e.success()),
+        "stopped cleanly within the grace period and the shutdown's own work: {exit:?}"
+    );
+    let stderr = std::fs::read_to_string(&stderr_path).expect("stderr");
+    assert!(
+        stderr.contains("cut off connections still open after the grace period"),
+        "{stderr}"
+    );
+    // Stopped cleanly: the next start resumes the projection instead of replaying the log.
+    let server = Server::start_existing(tmp.path(), &config);
+    assert!(
+        server
+            .stderr()
+            .contains("resuming from its applied offsets"),
+        "{}",
+        server.stderr()
+    );
+    server.stop();
+}
+
+#[tokio::test]
+async fn silent_and_idle_connections_are_closed_and_a_body_that_does_not_come_is_answered_408() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = start(
+        tmp.path(),
+        "header_read_timeout = \"300ms\"\nbody_read_timeout = \"300ms\"",
+    );
+    // A connection that never sends anything is closed.
+    let mut silent = connect(&server).await;
+    assert!(
+        until_closed(&mut silent, Duration::from_secs(10))
+            .await
+            .is_some(),
+        "a silent connection is closed"
+    );
+    // A kept-alive connection that goes idle after its request is closed too.
+    let mut idle = connect(&server).await;
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("writes");
+    let answered = until_closed(&mut idle, Duration::from_secs(10))
+        .await
+        .expect("closed after going idle");
+    assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+    // A body that does not arrive in time: 408, and nothing appended.
+    let mut slow = connect(&server).await;
+    let head = format!(
+        "POST /v1/operations HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN_A}\r\nIdempotency-Key: slow-1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"tool\":"
+    );
+    slow.write_all(head.as_bytes()).await.expect("writes");
+    let answer = until_closed(&mut slow, Duration::from_secs(10))
+        .await
+        .expect("answered and closed");
+    assert!(
+        answer.starts_with("HTTP/1.1 408") && answer.contains("\"body_timeout\""),
+        "{answer}"
+    );
+    let config = server.config.clone();
+    server.stop();
+    let audit = common::cli_json(&config, "audit");
+    assert_eq!(common::operation_events(&audit), 0, "{audit}");
+}
+
+#[tokio::test]
+async fn connections_beyond_the_limit_wait_for_a_free_one() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = start(
+        tmp.path(),
+        "connections_max = 2\nheader_read_timeout = \"60s\"",
+    );
+    let first = connect(&server).await;
+    let mut second = connect(&server).await;
+    // Both slots taken by connections that send nothing: a third request is not served...
+    let third = server.raw().get(format!("{}/healthz", server.base)).send();
+    tokio::pin!(third);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), &mut third)
+            .await
+            .is_err(),
+        "served beyond the limit"
+    );
+    // ...until one of them goes away.
+    drop(first);
+    let answer = tokio::time::timeout(Duration::from_secs(10), third)
+        .await
+        .expect("served once a slot is free")
+        .expect("answered");
+    assert_eq!(answer.status().as_u16(), 200);
+    second.shutdown().await.expect("closes");
+    server.stop();
+}
+
+#[test]
+fn limits_that_make_no_sense_are_refused_by_check() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for (limits, says) in [
+        (
+            "connections_max = 0",
+            "connections_max = 0 would serve nobody",
+        ),
+        (
+            "header_read_timeout = \"-5s\"",
+            "header_read_timeout = \"-5s\" is not a positive duration",
+        ),
+        ("shutdown_grace = \"0s\"", "shutdown_grace = \"0s\""),
+    ] {
+        let text = common::config_text(&tmp.path().join("data"), "").replace(
+            "[limits]\nbody_bytes_max = 4096",
+            &format!("[limits]\nbody_bytes_max = 4096\n{limits}"),
+        );
+        let config = tmp.path().join("bad.toml");
+        std::fs::write(&config, text).expect("writes");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_opledger"))
+            .args(["check", "--config"])
+            .arg(&config)
+            .output()
+            .expect("runs check");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(says),
+            "{limits}: {stderr}"
+        );
+    }
+}
