@@ -13,12 +13,10 @@ use serde_json::{Value, json};
 /// summary, operation ids as text.
 pub fn redacted_fields(body: &EventBody) -> Value {
     let mut value = match serde_json::to_value(body) {
-        Ok(Value::Object(map)) if map.len() == 1 => {
-            map.into_iter().next().map(|(_, v)| v).unwrap_or_default()
-        }
-        Ok(Value::String(_)) => json!({}),
-        Ok(other) => other,
-        Err(_) => Value::Null,
+        // `{"Variant": fields}`: the fields.
+        Ok(Value::Object(map)) => map.into_iter().next().map(|(_, v)| v).unwrap_or_default(),
+        // A variant without fields serialises as its bare name (and plain data cannot fail).
+        _ => json!({}),
     };
     redact(&mut value);
     value
@@ -51,5 +49,65 @@ fn redact(value: &mut Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(redact),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::event::tests::sample_claim;
+    use crate::core::event::{CompensationClaim, EventBody};
+
+    fn claim() -> crate::core::event::Claim {
+        match sample_claim().body {
+            EventBody::Claimed(c) => c,
+            other => panic!("a claim, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_claim_shows_its_fields_without_the_wrapper_and_its_fingerprint_by_category() {
+        let shown = redacted_fields(&EventBody::Claimed(claim()));
+        assert_eq!(shown["tool"], "payments.charge");
+        assert_eq!(shown["holder"], "worker-7");
+        assert!(shown.get("Claimed").is_none(), "{shown}");
+        let fingerprint = &shown["fingerprint"];
+        assert_eq!(fingerprint["categories"], json!(["amount"]));
+        assert_eq!(
+            fingerprint["summary"],
+            json!(claim().fingerprint.short_hex())
+        );
+        assert_eq!(fingerprint.as_object().map(|o| o.len()), Some(3), "{shown}");
+        assert!(
+            !shown.to_string().contains(&hex::encode([1u8; 32])),
+            "no per-category hash: {shown}"
+        );
+    }
+
+    #[test]
+    fn operation_ids_show_as_text_at_any_depth() {
+        let mut compensation = CompensationClaim {
+            claim: claim(),
+            original: OperationId([5; 16]),
+            resource_changed: false,
+        };
+        compensation.claim.parent = Some(OperationId([6; 16]));
+        let shown = redacted_fields(&EventBody::CompensationClaimed(compensation));
+        assert_eq!(shown["original"], OperationId([5; 16]).to_string());
+        assert_eq!(shown["claim"]["parent"], OperationId([6; 16]).to_string());
+        assert_eq!(
+            shown["claim"]["fingerprint"]["categories"],
+            json!(["amount"])
+        );
+        // Inside arrays too, wherever an event puts them.
+        let id = vec![6u8; 16];
+        let mut nested = json!([{ "parent": id }]);
+        redact(&mut nested);
+        assert_eq!(nested[0]["parent"], OperationId([6; 16]).to_string());
+    }
+
+    #[test]
+    fn an_event_without_fields_shows_an_empty_object() {
+        assert_eq!(redacted_fields(&EventBody::ExpiryRequested), json!({}));
     }
 }
