@@ -114,11 +114,48 @@ fn check_accepts_the_kafka_node_configs_of_deploy() {
     }
 }
 
+/// The README's config reference, as a reader would paste it, passes `check` and declares
+/// every setting it shows (a tool of its own for the compensation it names).
+#[test]
+fn the_readme_config_reference_passes_check_as_pasted() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("reads the README");
+    let section = readme
+        .split("## Config reference")
+        .nth(1)
+        .expect("a config reference");
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a toml block");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("readme.toml");
+    std::fs::write(&path, block).expect("writes");
+    let out = opledger()
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("payments.charge (keyed)") && stdout.contains("1 principals"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn help_explains_every_command() {
     let out = opledger().arg("--help").output().expect("runs");
     let help = String::from_utf8_lossy(&out.stdout);
-    for command in ["serve", "audit", "export", "rebuild", "check"] {
+    for command in [
+        "serve", "audit", "verify", "history", "export", "rebuild", "check",
+    ] {
         assert!(help.contains(command), "{help}");
     }
 }

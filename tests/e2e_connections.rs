@@ -197,3 +197,82 @@ fn limits_that_make_no_sense_are_refused_by_check() {
         );
     }
 }
+
+/// A principal over its rate gets 429 with Retry-After before anything is read or appended;
+/// another principal is not slowed down by it.
+#[tokio::test]
+async fn a_principal_over_its_rate_is_answered_429_and_others_are_not_slowed() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(tmp.path()).expect("dir");
+    // agent-b, with a rate of 1 a second and a burst of 2.
+    let text = common::config_text(&tmp.path().join("data"), "")
+        .replace("id = \"agent-b\"", "id = \"agent-b\"\nrate = 1\nburst = 2");
+    assert!(text.contains("rate = 1"));
+    let config = tmp.path().join("opledger.toml");
+    std::fs::write(&config, text).expect("writes config");
+    let server = Server::start_existing(tmp.path(), &config);
+    let claim = |key: &str| common::charge("w", "3", key);
+    for i in 0..2 {
+        let (s, b) = server
+            .claim(common::TOKEN_B, &format!("r-{i}"), claim("c"))
+            .await;
+        assert_eq!(s, 201, "within the burst: {b}");
+    }
+    let limited = server
+        .raw()
+        .post(format!("{}/v1/operations", server.base))
+        .bearer_auth(common::TOKEN_B)
+        .header("Idempotency-Key", "r-2")
+        .json(&claim("c"))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(limited.status().as_u16(), 429);
+    let retry_after: u64 = limited.headers()["retry-after"]
+        .to_str()
+        .expect("text")
+        .parse()
+        .expect("seconds");
+    assert!((1..=2).contains(&retry_after), "{retry_after}");
+    let body: serde_json::Value = limited.json().await.expect("JSON");
+    assert_eq!(body["error"]["code"], "rate_limited", "{body}");
+    // Another principal is not limited by agent-b's rate.
+    for i in 0..5 {
+        let (s, _) = server.claim(TOKEN_A, &format!("a-{i}"), claim("c")).await;
+        assert_eq!(s, 201);
+    }
+    server.stop();
+    let audit = common::cli_json(&config, "audit");
+    assert_eq!(
+        common::operation_events(&audit),
+        7,
+        "the limited claim appended nothing: {audit}"
+    );
+}
+
+#[test]
+fn rates_that_make_no_sense_are_refused_by_check() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for (rate, says) in [
+        ("rate = 0", "rate and burst must be at least 1"),
+        ("burst = 5", "burst needs a rate"),
+        ("rate = 5\nburst = 0", "rate and burst must be at least 1"),
+    ] {
+        let text = common::config_text(&tmp.path().join("data"), "")
+            .replace("id = \"agent-b\"", &format!("id = \"agent-b\"\n{rate}"));
+        let config = tmp.path().join("bad.toml");
+        std::fs::write(&config, text).expect("writes");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_opledger"))
+            .args(["check", "--config"])
+            .arg(&config)
+            .output()
+            .expect("runs check");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && stderr.contains("principal `agent-b`")
+                && stderr.contains(says),
+            "{rate}: {stderr}"
+        );
+    }
+}

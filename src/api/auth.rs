@@ -11,6 +11,8 @@ use std::sync::{Arc, RwLock};
 /// (SIGHUP or `POST /v1/admin/reload`), so revoked grants apply to the next request (R20).
 pub struct Principals {
     current: RwLock<Arc<HashMap<[u8; 32], Arc<Principal>>>>,
+    /// Request rates, by principal id (kept across reloads).
+    rates: super::rate::Limiter,
 }
 
 impl Principals {
@@ -18,6 +20,7 @@ impl Principals {
     pub fn new(by_token: &HashMap<[u8; 32], Principal>) -> Self {
         Self {
             current: RwLock::new(Arc::new(Self::share(by_token))),
+            rates: super::rate::Limiter::default(),
         }
     }
 
@@ -67,9 +70,24 @@ pub fn authenticate(
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .ok_or_else(|| unauthenticated("the Authorization header must be `Bearer <token>`"))?;
-    principals
+    let principal = principals
         .get(&token_hash(token))
-        .ok_or_else(|| unauthenticated("the token is not known"))
+        .ok_or_else(|| unauthenticated("the token is not known"))?;
+    if let Some(limit) = principal.rate
+        && let Err(seconds) = principals.rates.admit(&principal.id, limit)
+    {
+        let mut limited = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!(
+                "principal {} may make {} requests a second (bursts of {}); retry after {seconds} s, or raise its rate in the config",
+                principal.id, limit.per_second, limit.burst
+            ),
+        );
+        limited.retry_after = Some(seconds);
+        return Err(limited);
+    }
+    Ok(principal)
 }
 
 /// Requires a role.

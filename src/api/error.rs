@@ -14,15 +14,21 @@ pub struct ApiError {
     pub code: &'static str,
     /// A human explanation that never carries a key, token or request value.
     pub message: String,
+    /// Seconds after which the same call may succeed (`Retry-After`).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
     /// A new error answer.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        // Every 503 is safe to repeat as it was; a second is long enough for a partition to
+        // find its owner again in the common case.
+        let retry_after = (status == StatusCode::SERVICE_UNAVAILABLE).then_some(1);
         Self {
             status,
             code,
             message: message.into(),
+            retry_after,
         }
     }
 
@@ -39,13 +45,10 @@ impl IntoResponse for ApiError {
             "error": { "code": self.code, "message": self.message, "retriable": retriable }
         });
         let mut response = (self.status, Json(body)).into_response();
-        if retriable {
-            // Every 503 is safe to repeat as it was; a second is long enough for a partition to
-            // find its owner again in the common case.
-            response.headers_mut().insert(
-                axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("1"),
-            );
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds.into());
         }
         response
     }

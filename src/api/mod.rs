@@ -8,6 +8,7 @@ pub mod error;
 mod claims;
 mod history;
 mod operator;
+mod rate;
 mod reports;
 mod request;
 pub mod server;

@@ -15,7 +15,7 @@ pub use backend::{
 };
 pub use development::DEVELOPMENT_TOOLS;
 pub use limits::HttpLimits;
-pub use principals::{Principal, Role, token_hash};
+pub use principals::{Principal, RateLimit, Role, token_hash};
 pub use recovery::RecoveryOptions;
 
 use crate::core::contract::ToolContract;

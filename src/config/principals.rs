@@ -26,6 +26,17 @@ pub struct Principal {
     pub roles: HashSet<Role>,
     /// The tools it may use; `None` means all.
     pub tools: Option<HashSet<String>>,
+    /// How many requests it may make (`None`: unlimited).
+    pub rate: Option<RateLimit>,
+}
+
+/// A principal's request rate: a token bucket refilled at `per_second`, holding `burst`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimit {
+    /// Requests a second, sustained.
+    pub per_second: u32,
+    /// Requests at once after a quiet spell.
+    pub burst: u32,
 }
 
 impl Principal {
@@ -102,10 +113,26 @@ pub(super) fn validate_principals(
             }
             Some(p.tools.iter().cloned().collect())
         };
+        let rate = match (p.rate, p.burst) {
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err(invalid("burst needs a rate (requests a second)".into()));
+            }
+            (Some(0), _) | (_, Some(0)) => {
+                return Err(invalid(
+                    "rate and burst must be at least 1 (leave rate out for no limit)".into(),
+                ));
+            }
+            (Some(per_second), burst) => Some(RateLimit {
+                per_second,
+                burst: burst.unwrap_or(per_second),
+            }),
+        };
         let principal = Principal {
             id: p.id.clone(),
             roles,
             tools: allowed,
+            rate,
         };
         if by_token.insert(hash, principal).is_some() {
             return Err(invalid("shares its token with another principal".into()));

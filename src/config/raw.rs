@@ -119,6 +119,10 @@ pub(super) struct RawPrincipal {
     pub(super) roles: Vec<String>,
     #[serde(default)]
     pub(super) tools: Vec<String>,
+    /// Requests a second this principal may make (none: unlimited).
+    pub(super) rate: Option<u32>,
+    /// Requests it may make at once after a quiet spell (default: `rate`).
+    pub(super) burst: Option<u32>,
 }
 
 impl std::fmt::Debug for RawPrincipal {
