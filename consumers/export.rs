@@ -12,16 +12,13 @@
 //! never earlier than the partition's previous event's.
 
 use crate::core::event;
-use crate::log::model::{EventLog, LogError};
+use crate::log::model::{EventLog, read_held};
 use crate::partition::fold::{Answers, Deadlines, find, fold_batch};
 use crate::partition::replay::ReplayError;
 use crate::projection::memory::MemoryStore;
 use crate::projection::{Position, ProjectionStore};
 use serde_json::json;
 use std::io::Write;
-
-/// Records read per log call.
-const READ_BATCH: usize = 4096;
 
 /// Which events to export (every filter given must hold).
 #[derive(Clone, Debug, Default)]
@@ -110,19 +107,9 @@ async fn export_partition<L: EventLog>(
     let state = MemoryStore::new();
     let mut position = Position::default();
     while position.next_offset < end {
-        let want = READ_BATCH.min((end - position.next_offset) as usize);
-        let records = log
-            .read(partition, position.next_offset, want)
+        let records = read_held(log, partition, position.next_offset, end)
             .await
             .map_err(as_log)?;
-        if records.is_empty() {
-            return Err(ExportError::from(as_log(LogError::Corrupt {
-                partition,
-                segment: std::path::PathBuf::from("log"),
-                position: position.next_offset,
-                reason: format!("the log reported {end} events but reading stopped"),
-            })));
-        }
         // One event at a time: the state after each is what the export shows.
         for record in &records {
             let folded = fold_batch(

@@ -9,16 +9,13 @@
 //! the start into memory, as `export` does, and the reason is returned with the answer.
 
 use crate::core::key::OperationId;
-use crate::log::model::{EventLog, LogError, partition_for, partition_of_key};
+use crate::log::model::{EventLog, partition_for, partition_of_key, read_held};
 use crate::partition::fold::{Answers, Deadlines, fold_batch};
 use crate::partition::history::{HISTORY_BYTES_MAX, HISTORY_EVENTS_MAX, ReadError, read_indexed};
 use crate::partition::replay::ReplayError;
 use crate::partition::{History, HistoryEvent, Progress};
 use crate::projection::memory::MemoryStore;
 use crate::projection::{Position, ProjectionError, ProjectionStore};
-
-/// Records read per log call.
-const READ_BATCH: usize = 4096;
 
 /// Why an operation's history could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -127,19 +124,9 @@ async fn scanned<L: EventLog>(
     let mut events = Vec::new();
     let (mut truncated, mut bytes) = (false, 0);
     while position.next_offset < end {
-        let want = READ_BATCH.min((end - position.next_offset) as usize);
-        let records = log
-            .read(partition, position.next_offset, want)
+        let records = read_held(log, partition, position.next_offset, end)
             .await
             .map_err(as_log)?;
-        if records.is_empty() {
-            return Err(HistoryError::from(as_log(LogError::Corrupt {
-                partition,
-                segment: std::path::PathBuf::from("log"),
-                position: position.next_offset,
-                reason: format!("the log reported {end} events but reading stopped"),
-            })));
-        }
         // Indexed: the fold lists each event of an operation with its decision, as the
         // arbiter's does for the projection's index.
         let folded = fold_batch(

@@ -6,14 +6,11 @@
 //! opened, so there a changed record is named by its offset before this walk starts.
 
 use crate::log::chain::{self, Chain, Head, Link};
-use crate::log::model::{EventLog, LogError};
+use crate::log::model::{EventLog, LogError, read_held};
 use crate::partition::Progress;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokio::sync::mpsc;
-
-/// Records read per log call.
-const READ_BATCH_RECORDS_MAX: usize = 4096;
 
 /// Every partition's chain head and the root over them, as printed for an auditor.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -221,22 +218,9 @@ async fn walk<L: EventLog>(
     check(&chain)?;
     while chain.head().records < end {
         let from = chain.head().records;
-        let want = READ_BATCH_RECORDS_MAX.min((end - from) as usize);
-        let records = log
-            .read(partition, from, want)
+        let records = read_held(log.as_ref(), partition, from, end)
             .await
             .map_err(|source| VerifyError::Log { partition, source })?;
-        if records.is_empty() {
-            return Err(VerifyError::Log {
-                partition,
-                source: LogError::Corrupt {
-                    partition,
-                    segment: std::path::PathBuf::from("log"),
-                    position: from,
-                    reason: format!("the log reported {end} events but reading stopped at {from}"),
-                },
-            });
-        }
         for record in &records {
             chain.push(&record.key, &record.payload);
             check(&chain)?;

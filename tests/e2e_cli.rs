@@ -77,11 +77,11 @@ fn a_bad_config_fails_with_the_setting_named_and_nothing_started() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read config file"));
 }
 
-#[test]
-fn check_accepts_the_deploy_config() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/opledger.toml");
+/// `opledger check` on `path`, which must pass; what it printed.
+fn check_passes(path: &std::path::Path) -> String {
     let out = opledger()
-        .args(["check", "--config", path])
+        .args(["check", "--config"])
+        .arg(path)
         .output()
         .expect("runs");
     assert!(
@@ -89,23 +89,20 @@ fn check_accepts_the_deploy_config() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("payments.refund (keyed)"));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn check_accepts_the_deploy_config() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/opledger.toml");
+    assert!(check_passes(path.as_ref()).contains("payments.refund (keyed)"));
 }
 
 #[test]
 fn check_accepts_the_kafka_node_configs_of_deploy() {
     for n in 1..=3 {
         let path = format!("{}/deploy/kafka/node-{n}.toml", env!("CARGO_MANIFEST_DIR"));
-        let out = opledger()
-            .args(["check", "--config", &path])
-            .output()
-            .expect("runs");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stdout = check_passes(path.as_ref());
         assert!(
             stdout.contains("Kafka log on kafka-1:9092")
                 && stdout.contains("members opledger.members"),
@@ -132,17 +129,7 @@ fn the_readme_config_reference_passes_check_as_pasted() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("readme.toml");
     std::fs::write(&path, block).expect("writes");
-    let out = opledger()
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .expect("runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = check_passes(&path);
     assert!(
         stdout.contains("payments.charge (keyed)") && stdout.contains("1 principals"),
         "{stdout}"

@@ -10,9 +10,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// A server whose `[limits]` add `limits` to the usual test config.
-fn start(dir: &Path, limits: &str) -> Server {
-    std::fs::create_dir_all(dir).expect("dir");
+/// The usual test config with `limits` added to its `[limits]`.
+fn with_limits(dir: &Path, limits: &str) -> String {
     let text = common::config_text(&dir.join("data"), "").replace(
         "[limits]\nbody_bytes_max = 4096",
         &format!("[limits]\nbody_bytes_max = 4096\n{limits}"),
@@ -21,9 +20,35 @@ fn start(dir: &Path, limits: &str) -> Server {
         text.contains(limits),
         "the test config has a [limits] section"
     );
+    text
+}
+
+/// A server whose `[limits]` add `limits` to the usual test config.
+fn start(dir: &Path, limits: &str) -> Server {
+    std::fs::create_dir_all(dir).expect("dir");
     let config = dir.join("opledger.toml");
-    std::fs::write(&config, text).expect("writes config");
+    std::fs::write(&config, with_limits(dir, limits)).expect("writes config");
     Server::start_existing(dir, &config)
+}
+
+/// What `opledger check` says of a config it must refuse.
+fn check_refuses(dir: &Path, text: &str) -> String {
+    let config = dir.join("bad.toml");
+    std::fs::write(&config, text).expect("writes");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .args(["check", "--config"])
+        .arg(&config)
+        .output()
+        .expect("runs check");
+    assert!(!out.status.success(), "check passed");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The head of a claim whose body never comes, and the body's first bytes.
+fn claim_without_its_body(key: &str) -> String {
+    format!(
+        "POST /v1/operations HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN_A}\r\nIdempotency-Key: {key}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"tool\":"
+    )
 }
 
 async fn connect(server: &Server) -> TcpStream {
@@ -63,9 +88,7 @@ async fn a_half_sent_request_does_not_keep_a_stopping_node_alive() {
         .await
         .expect("writes");
     let mut half_body = connect(&server).await;
-    let head = format!(
-        "POST /v1/operations HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN_A}\r\nIdempotency-Key: k\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"tool\":"
-    );
+    let head = claim_without_its_body("k");
     half_body.write_all(head.as_bytes()).await.expect("writes");
     // The body is being waited for: the node is inside the handler when the stop arrives.
     let (s, _) = server.get(TOKEN_A, "/healthz").await;
@@ -119,9 +142,7 @@ async fn silent_and_idle_connections_are_closed_and_a_body_that_does_not_come_is
     assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
     // A body that does not arrive in time: 408, and nothing appended.
     let mut slow = connect(&server).await;
-    let head = format!(
-        "POST /v1/operations HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN_A}\r\nIdempotency-Key: slow-1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"tool\":"
-    );
+    let head = claim_without_its_body("slow-1");
     slow.write_all(head.as_bytes()).await.expect("writes");
     let answer = until_closed(&mut slow, Duration::from_secs(10))
         .await
@@ -179,22 +200,8 @@ fn limits_that_make_no_sense_are_refused_by_check() {
         ),
         ("shutdown_grace = \"0s\"", "shutdown_grace = \"0s\""),
     ] {
-        let text = common::config_text(&tmp.path().join("data"), "").replace(
-            "[limits]\nbody_bytes_max = 4096",
-            &format!("[limits]\nbody_bytes_max = 4096\n{limits}"),
-        );
-        let config = tmp.path().join("bad.toml");
-        std::fs::write(&config, text).expect("writes");
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_opledger"))
-            .args(["check", "--config"])
-            .arg(&config)
-            .output()
-            .expect("runs check");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !out.status.success() && stderr.contains(says),
-            "{limits}: {stderr}"
-        );
+        let stderr = check_refuses(tmp.path(), &with_limits(tmp.path(), limits));
+        assert!(stderr.contains(says), "{limits}: {stderr}");
     }
 }
 
@@ -260,18 +267,9 @@ fn rates_that_make_no_sense_are_refused_by_check() {
     ] {
         let text = common::config_text(&tmp.path().join("data"), "")
             .replace("id = \"agent-b\"", &format!("id = \"agent-b\"\n{rate}"));
-        let config = tmp.path().join("bad.toml");
-        std::fs::write(&config, text).expect("writes");
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_opledger"))
-            .args(["check", "--config"])
-            .arg(&config)
-            .output()
-            .expect("runs check");
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = check_refuses(tmp.path(), &text);
         assert!(
-            !out.status.success()
-                && stderr.contains("principal `agent-b`")
-                && stderr.contains(says),
+            stderr.contains("principal `agent-b`") && stderr.contains(says),
             "{rate}: {stderr}"
         );
     }

@@ -35,18 +35,8 @@ impl Default for HttpLimits {
 
 pub(super) fn validate_http_limits(raw: &RawLimits) -> Result<HttpLimits, ConfigError> {
     let mut limits = HttpLimits::default();
-    let duration = |setting: &str, text: &Option<String>, default: Duration| {
-        match text {
-        None => Ok(default),
-        Some(t) => humantime::parse_duration(t)
-            .ok()
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| {
-                ConfigError::Invalid(format!(
-                    "[limits] {setting} = {t:?} is not a positive duration like \"10s\" or \"500ms\""
-                ))
-            }),
-    }
+    let duration = |setting, text: &Option<String>, default| {
+        super::positive_duration("limits", setting, text.as_deref(), default)
     };
     limits.header_read_timeout = duration(
         "header_read_timeout",

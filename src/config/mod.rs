@@ -170,6 +170,26 @@ impl Config {
     }
 }
 
+/// A setting that is a positive duration (`"10s"`, `"500ms"`), or `default` when absent.
+fn positive_duration(
+    section: &str,
+    setting: &str,
+    text: Option<&str>,
+    default: std::time::Duration,
+) -> Result<std::time::Duration, ConfigError> {
+    let Some(text) = text else {
+        return Ok(default);
+    };
+    humantime::parse_duration(text)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            ConfigError::Invalid(format!(
+                "[{section}] {setting} = {text:?} is not a positive duration like \"10s\" or \"500ms\""
+            ))
+        })
+}
+
 /// serde's "invalid type: integer `123`" quotes the value, which may be a token written as a
 /// number; keep the quoted names of other messages ("unknown field `x`"), drop quoted values.
 fn without_quoted_values(message: &str) -> String {

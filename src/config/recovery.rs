@@ -39,16 +39,8 @@ pub(super) fn validate_recovery(raw: RawRecovery) -> Result<Option<RecoveryOptio
         return Ok(None);
     }
     let mut o = RecoveryOptions::default();
-    let duration = |setting: &str, text: &Option<String>, default: std::time::Duration| match text {
-        None => Ok(default),
-        Some(t) => humantime::parse_duration(t)
-            .ok()
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| {
-                ConfigError::Invalid(format!(
-                    "[recovery] {setting} = {t:?} is not a duration like \"1s\""
-                ))
-            }),
+    let duration = |setting, text: &Option<String>, default| {
+        super::positive_duration("recovery", setting, text.as_deref(), default)
     };
     o.tick = duration("tick", &raw.tick, o.tick)?;
     o.lease = duration("lease", &raw.lease, o.lease)?;

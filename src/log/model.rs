@@ -209,6 +209,31 @@ pub trait EventLog: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), LogError>> + Send;
 }
 
+/// Records read per call by whole-log walks (audit, verify, export, offline history).
+pub const WALK_BATCH_RECORDS: usize = 4096;
+
+/// The next slice of a walk over `partition` up to `end`, which the log said it holds: at
+/// most [`WALK_BATCH_RECORDS`] records from `from`. An empty answer is `Corrupt`: a walk over a
+/// prefix must never pass for one over the whole log.
+pub async fn read_held<L: EventLog>(
+    log: &L,
+    partition: u32,
+    from: Offset,
+    end: Offset,
+) -> Result<Vec<LogRecord>, LogError> {
+    let want = WALK_BATCH_RECORDS.min(end.saturating_sub(from) as usize);
+    let records = log.read(partition, from, want).await?;
+    if records.is_empty() {
+        return Err(LogError::Corrupt {
+            partition,
+            segment: PathBuf::from("log"),
+            position: from,
+            reason: format!("the log reported {end} events but reading stopped at {from}"),
+        });
+    }
+    Ok(records)
+}
+
 /// The one partition function all backends share: first 8 bytes of the key as big-endian
 /// u64, modulo the count.
 ///

@@ -6,15 +6,12 @@ use super::Progress;
 use super::fold::{Answers, Deadlines, FoldError, fold_batch};
 use crate::core::digest::Tally;
 use crate::log::chain::{Chain, Head};
-use crate::log::model::{EventLog, LogError};
+use crate::log::model::{EventLog, LogError, read_held};
 use crate::projection::memory::MemoryStore;
 use crate::projection::{Position, ProjectionError, ProjectionStore};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::mpsc;
-
-/// Records read per log call.
-const READ_BATCH_RECORDS_MAX: usize = 4096;
 
 /// Why a replay could not finish.
 #[derive(Debug, thiserror::Error)]
@@ -117,27 +114,9 @@ async fn replay<L: EventLog>(
     let mut chain = Chain::new(partition);
     let mut position = part.state.position(partition)?;
     while position.next_offset < end {
-        let want = READ_BATCH_RECORDS_MAX.min((end - position.next_offset) as usize);
-        let records = log
-            .read(partition, position.next_offset, want)
+        let records = read_held(log.as_ref(), partition, position.next_offset, end)
             .await
             .map_err(|source| ReplayError::Log { partition, source })?;
-        if records.is_empty() {
-            // The log said it holds more: an audit over a prefix must not pass for one of
-            // the whole log.
-            return Err(ReplayError::Log {
-                partition,
-                source: LogError::Corrupt {
-                    partition,
-                    segment: std::path::PathBuf::from("log"),
-                    position: position.next_offset,
-                    reason: format!(
-                        "the log reported {end} events but reading stopped at {}",
-                        position.next_offset
-                    ),
-                },
-            });
-        }
         let folded = fold_batch(
             partition,
             position,

@@ -283,15 +283,13 @@ impl Server {
     }
 
     /// SIGTERM and wait for a clean exit.
-    pub fn stop(mut self) {
-        let pid = self.child.id().to_string();
-        let status = Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill -TERM");
-        assert!(status.success());
-        let exit = self.child.wait().expect("waits");
-        assert!(exit.success(), "opledger exited with {exit}");
+    pub fn stop(self) {
+        // Generous: a stop waits for requests in flight (the default grace is 10 s).
+        let exit = self.stop_within(Duration::from_secs(120));
+        assert!(
+            exit.is_some_and(|e| e.success()),
+            "opledger did not stop cleanly: {exit:?}"
+        );
     }
 
     /// SIGTERM, then waits up to `limit` for the process to exit; `None` (and SIGKILL) if it
