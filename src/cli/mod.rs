@@ -60,7 +60,8 @@ enum Command {
         brokers: Option<String>,
     },
     /// Replay the whole log through the state machine in memory, without touching the live
-    /// projection, and print JSON: events, operations by state, digest.
+    /// projection, and print JSON: events, operations by state, digest, and the hash chain's
+    /// heads and root (keep them; `verify --against` checks the log against them later).
     Audit {
         #[command(flatten)]
         args: ConfigArgs,
