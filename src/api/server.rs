@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 /// How a server stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,11 +26,13 @@ pub struct Stopped {
     pub cut: usize,
 }
 
-/// Serves `app` on `listener` until `stop` resolves, then stops as described above.
+/// Serves `app` on `listener` (over TLS with `tls`) until `stop` resolves, then stops as
+/// described above. A TLS handshake gets the header timeout too.
 pub async fn serve(
     listener: TcpListener,
     app: axum::Router,
     limits: HttpLimits,
+    tls: Option<TlsAcceptor>,
     stop: impl Future<Output = ()>,
 ) -> Stopped {
     let mut http = http1::Builder::new();
@@ -65,10 +68,31 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
-        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        let (http, tls, watcher) = (http.clone(), tls.clone(), graceful.watcher());
+        let handshake = limits.header_read_timeout;
         connections.spawn(async move {
             let _permit = permit;
-            if let Err(e) = connection.await {
+            let served = match tls {
+                None => {
+                    let connection = http.serve_connection(TokioIo::new(stream), service);
+                    watcher.watch(connection).await
+                }
+                Some(tls) => match tokio::time::timeout(handshake, tls.accept(stream)).await {
+                    Ok(Ok(stream)) => {
+                        let connection = http.serve_connection(TokioIo::new(stream), service);
+                        watcher.watch(connection).await
+                    }
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!("TLS handshake timed out");
+                        return;
+                    }
+                },
+            };
+            if let Err(e) = served {
                 // A client that went away or timed out: routine, not an error of the node.
                 tracing::debug!(error = %e, "connection ended");
             }

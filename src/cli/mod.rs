@@ -410,6 +410,9 @@ fn rebuild(args: &ConfigArgs) -> anyhow::Result<()> {
 
 fn check(path: &std::path::Path) -> anyhow::Result<()> {
     let config = Config::load(path)?;
+    if let Some(files) = &config.tls {
+        opledger::api::tls::acceptor(files)?;
+    }
     let mut tools: Vec<_> = config
         .tools
         .values()
@@ -427,10 +430,11 @@ fn check(path: &std::path::Path) -> anyhow::Result<()> {
         ),
     };
     println!(
-        "{}: ok — {log}, data_dir {}, listen {}, {} partitions, {} principals, tools: {}",
+        "{}: ok — {log}, data_dir {}, listen {}{}, {} partitions, {} principals, tools: {}",
         path.display(),
         config.data_dir.display(),
         config.listen,
+        if config.tls.is_some() { " (TLS)" } else { "" },
         config.partitions,
         config.principals_by_token.len(),
         tools.join(", ")

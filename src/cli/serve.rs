@@ -44,6 +44,12 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
         config.listen = addr;
     }
     override_backend(&mut config, &overrides)?;
+    // Before anything is opened: a certificate that cannot serve stops the start.
+    let tls = match &config.tls {
+        Some(files) => Some(opledger::api::tls::acceptor(files)?),
+        None => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     runtime()?.block_on(async move {
         // Listen for SIGHUP from the start: its default action would kill a node that is still
         // catching up.
@@ -76,14 +82,14 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
         // up, the default action stays: Ctrl-C then stops it at once, which costs only a replay.)
         let stop = stop_signal()?;
         // Tests and scripts wait for this exact line on stdout.
-        println!("opledger listening on http://{addr}");
+        println!("opledger listening on {scheme}://{addr}");
         let reloader = tokio::spawn(reload_on_sighup(hangups, state.clone()));
         let mut app = router(state.clone());
         if let Some(inbound) = node.inbound.clone() {
             // On a shared log, other nodes ask this one for the partitions it serves.
             app = app.merge(opledger::cluster::remote::routes(inbound));
         }
-        let server = opledger::api::server::serve(listener, app, config.http, stop);
+        let server = opledger::api::server::serve(listener, app, config.http, tls, stop);
         let outcome = tokio::select! {
             _ = server => Ok(()),
             failure = node.failed() => Err(anyhow::Error::new(failure).context("a partition arbiter stopped")),

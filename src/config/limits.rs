@@ -5,6 +5,15 @@ use super::ConfigError;
 use super::raw::RawLimits;
 use std::time::Duration;
 
+/// TLS on the listener: a PEM certificate chain and its PEM private key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain, leaf first.
+    pub cert: std::path::PathBuf,
+    /// The private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: std::path::PathBuf,
+}
+
 /// Limits of the HTTP listener.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HttpLimits {

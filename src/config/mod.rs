@@ -14,7 +14,7 @@ pub use backend::{
     PeerSecret,
 };
 pub use development::DEVELOPMENT_TOOLS;
-pub use limits::HttpLimits;
+pub use limits::{HttpLimits, TlsFiles};
 pub use principals::{Principal, RateLimit, Role, token_hash};
 pub use recovery::RecoveryOptions;
 
@@ -72,6 +72,8 @@ pub struct Config {
     pub projection_cache_bytes: u64,
     /// Limits of the HTTP listener.
     pub http: HttpLimits,
+    /// TLS on the listener (`None`: plain HTTP).
+    pub tls: Option<TlsFiles>,
     /// The recovery consumer's settings; `None` when `[recovery] enabled = false`.
     pub recovery: Option<RecoveryOptions>,
     /// Principals by the SHA-256 of their token (tokens themselves are never kept).
@@ -153,6 +155,16 @@ impl Config {
             )));
         }
         let http = limits::validate_http_limits(&raw.limits)?;
+        let tls = raw.tls.map(|t| TlsFiles {
+            cert: t.cert,
+            key: t.key,
+        });
+        if tls.is_some() && matches!(backend, Backend::Kafka(_)) {
+            // Nodes of a topic ask each other on the same listener, over plain HTTP.
+            return Err(invalid(
+                "[tls] works on the embedded backend only: on Kafka, nodes ask each other on the listener over plain HTTP; terminate TLS in a proxy in front of each node".into(),
+            ));
+        }
         let recovery = recovery::validate_recovery(raw.recovery)?;
         Ok(Self {
             recovery,
@@ -164,6 +176,7 @@ impl Config {
             body_bytes_max,
             projection_cache_bytes: raw.limits.projection_cache_mb.unwrap_or(256) * 1024 * 1024,
             http,
+            tls,
             principals_by_token,
             tools,
         })

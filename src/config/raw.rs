@@ -20,6 +20,8 @@ pub(super) struct RawConfig {
     pub(super) limits: RawLimits,
     #[serde(default)]
     pub(super) recovery: RawRecovery,
+    #[serde(default)]
+    pub(super) tls: Option<RawTls>,
     #[serde(default, rename = "principal")]
     pub(super) principals: Vec<RawPrincipal>,
     #[serde(default, rename = "tool")]
@@ -96,6 +98,13 @@ pub(super) struct RawRecovery {
     pub(super) scan_batch: Option<usize>,
     pub(super) lease: Option<String>,
     pub(super) query_timeout: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTls {
+    pub(super) cert: PathBuf,
+    pub(super) key: PathBuf,
 }
 
 #[derive(Debug, Deserialize, Default)]
