@@ -96,6 +96,9 @@ fn curl_claims_over_tls_and_plain_http_or_an_untrusted_certificate_get_nowhere()
         !cleartext.status.success() || !String::from_utf8_lossy(&cleartext.stdout).contains("ok"),
         "plain HTTP is not answered"
     );
+    // The node still serves over TLS: the refusals above were about the clients.
+    let again = curl(&["--cacert", cacert, &format!("{}/healthz", server.base)]);
+    assert_eq!(String::from_utf8_lossy(&again.stdout), "ok\n");
     server.stop();
 }
 
@@ -108,6 +111,16 @@ fn check_refuses_certificates_that_cannot_serve_and_tls_on_kafka() {
     std::fs::write(&garbage, "not a certificate").expect("writes");
     let missing = tmp.path().join("missing.pem");
     let data = tmp.path().join("data");
+    // The keys' base64 lines, which no message may contain.
+    let key_lines: Vec<String> = [&key, &other_key]
+        .iter()
+        .flat_map(|k| {
+            let text = std::fs::read_to_string(k).expect("reads the key");
+            text.lines().map(str::to_owned).collect::<Vec<_>>()
+        })
+        .filter(|l| !l.starts_with("-----") && l.len() > 16)
+        .collect();
+    assert!(!key_lines.is_empty());
     let kafka = common::kafka_log("127.0.0.1:9", "tls", 4);
     for (text, says) in [
         (common::config_text(&data, &tls_section(&cert, &key)), "ok"),
@@ -142,7 +155,10 @@ fn check_refuses_certificates_that_cannot_serve_and_tls_on_kafka() {
         );
         assert_eq!(out.status.success(), says == "ok", "{said}");
         assert!(said.contains(says), "{says}: {said}");
-        assert!(!said.contains("BEGIN"), "never a key's bytes: {said}");
+        assert!(
+            !key_lines.iter().any(|l| said.contains(l.as_str())),
+            "never a key's bytes: {said}"
+        );
     }
 }
 
@@ -175,4 +191,29 @@ fn a_silent_connection_never_gets_past_the_handshake_timeout() {
         "closed by the server, not by the read timeout: {read:?}"
     );
     server.stop();
+}
+
+/// `serve --log kafka` cannot get around the refusal `check` gives a Kafka config with TLS.
+#[test]
+fn serve_refuses_tls_when_the_command_line_switches_to_kafka() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (cert, key) = certificate(tmp.path(), "server");
+    let config = tmp.path().join("opledger.toml");
+    let text = common::config_text(&tmp.path().join("data"), &tls_section(&cert, &key));
+    std::fs::write(&config, text).expect("writes");
+    let out = Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .args(["--log", "kafka", "--brokers", "127.0.0.1:9"])
+        .output()
+        .expect("runs serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("[tls] works on the embedded backend only"),
+        "{stderr}"
+    );
+    assert!(
+        !tmp.path().join("data").exists(),
+        "refused before anything was created"
+    );
 }

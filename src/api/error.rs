@@ -40,7 +40,14 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let retriable = self.status == StatusCode::SERVICE_UNAVAILABLE;
+        // Safe to send again as it was: nothing was appended (408, 429) or the outcome is
+        // decided by the same key (503).
+        let retriable = [
+            StatusCode::SERVICE_UNAVAILABLE,
+            StatusCode::TOO_MANY_REQUESTS,
+            StatusCode::REQUEST_TIMEOUT,
+        ]
+        .contains(&self.status);
         let body = serde_json::json!({
             "error": { "code": self.code, "message": self.message, "retriable": retriable }
         });

@@ -12,6 +12,7 @@ mod rate;
 mod reports;
 mod request;
 pub mod server;
+mod stall;
 pub mod tls;
 
 pub use operator::{RECONCILIATION_ITEMS_MAX, reload_principals};

@@ -6,6 +6,7 @@
 //! then cuts what is left, so a slow client never keeps the node from stopping cleanly.
 //! (Bodies get their own read timeout where handlers read them: `request.rs`.)
 
+use super::stall::StallGuard;
 use crate::config::HttpLimits;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -69,18 +70,18 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
         let (http, tls, watcher) = (http.clone(), tls.clone(), graceful.watcher());
-        let handshake = limits.header_read_timeout;
+        let (handshake, send) = (limits.header_read_timeout, limits.send_timeout);
         connections.spawn(async move {
             let _permit = permit;
             let served = match tls {
                 None => {
-                    let connection = http.serve_connection(TokioIo::new(stream), service);
-                    watcher.watch(connection).await
+                    let io = TokioIo::new(StallGuard::new(stream, send));
+                    watcher.watch(http.serve_connection(io, service)).await
                 }
                 Some(tls) => match tokio::time::timeout(handshake, tls.accept(stream)).await {
                     Ok(Ok(stream)) => {
-                        let connection = http.serve_connection(TokioIo::new(stream), service);
-                        watcher.watch(connection).await
+                        let io = TokioIo::new(StallGuard::new(stream, send));
+                        watcher.watch(http.serve_connection(io, service)).await
                     }
                     Ok(Err(e)) => {
                         tracing::debug!(error = %e, "TLS handshake failed");

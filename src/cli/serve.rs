@@ -44,6 +44,12 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
         config.listen = addr;
     }
     override_backend(&mut config, &overrides)?;
+    if config.tls.is_some() && matches!(config.backend, Backend::Kafka(_)) {
+        // As `check` says of a config that names Kafka itself.
+        anyhow::bail!(
+            "[tls] works on the embedded backend only: on Kafka, nodes ask each other on the listener over plain HTTP; terminate TLS in a proxy in front of each node"
+        );
+    }
     // Before anything is opened: a certificate that cannot serve stops the start.
     let tls = match &config.tls {
         Some(files) => Some(opledger::api::tls::acceptor(files)?),
@@ -99,6 +105,9 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
         // closes cleanly and its errors are reported.
         reloader.abort();
         let _ = reloader.await;
+        // The API state reaches the log through the ledger: let go of it, so the node can
+        // close the log itself and report what closing it says.
+        drop(state);
         node.shutdown().await.context("clean shutdown failed")?;
         outcome
     })

@@ -23,6 +23,9 @@ pub struct HttpLimits {
     /// How long a client may take to send a request's body once its head arrived
     /// (`body_read_timeout`, default 30 s).
     pub body_read_timeout: Duration,
+    /// How long writing an answer may make no progress (a client that stops reading) before
+    /// the connection is closed (`send_timeout`, default 30 s).
+    pub send_timeout: Duration,
     /// Most connections served at once; more wait to be accepted (`connections_max`, default
     /// 1024).
     pub connections_max: usize,
@@ -36,11 +39,15 @@ impl Default for HttpLimits {
         Self {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(30),
             connections_max: 1024,
             shutdown_grace: Duration::from_secs(10),
         }
     }
 }
+
+/// The largest `connections_max` accepted.
+const CONNECTIONS_MAX_LIMIT: usize = 1_000_000;
 
 pub(super) fn validate_http_limits(raw: &RawLimits) -> Result<HttpLimits, ConfigError> {
     let mut limits = HttpLimits::default();
@@ -58,11 +65,17 @@ pub(super) fn validate_http_limits(raw: &RawLimits) -> Result<HttpLimits, Config
         limits.body_read_timeout,
     )?;
     limits.shutdown_grace = duration("shutdown_grace", &raw.shutdown_grace, limits.shutdown_grace)?;
+    limits.send_timeout = duration("send_timeout", &raw.send_timeout, limits.send_timeout)?;
     match raw.connections_max {
         Some(0) => {
             return Err(ConfigError::Invalid(
                 "[limits] connections_max = 0 would serve nobody; give at least 1".into(),
             ));
+        }
+        Some(n) if n > CONNECTIONS_MAX_LIMIT => {
+            return Err(ConfigError::Invalid(format!(
+                "[limits] connections_max = {n} is more than {CONNECTIONS_MAX_LIMIT}; each connection is a file descriptor"
+            )));
         }
         Some(n) => limits.connections_max = n,
         None => {}

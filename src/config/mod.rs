@@ -193,12 +193,15 @@ fn positive_duration(
     let Some(text) = text else {
         return Ok(default);
     };
+    // A day is longer than any of these should be, and keeps deadline arithmetic far from
+    // overflowing.
+    const LONGEST: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
     humantime::parse_duration(text)
         .ok()
-        .filter(|d| !d.is_zero())
+        .filter(|d| !d.is_zero() && *d <= LONGEST)
         .ok_or_else(|| {
             ConfigError::Invalid(format!(
-                "[{section}] {setting} = {text:?} is not a positive duration like \"10s\" or \"500ms\""
+                "[{section}] {setting} = {text:?} is not a positive duration of at most a day, like \"10s\" or \"500ms\""
             ))
         })
 }

@@ -116,6 +116,7 @@ pub(super) struct RawLimits {
     pub(super) body_read_timeout: Option<String>,
     pub(super) connections_max: Option<usize>,
     pub(super) shutdown_grace: Option<String>,
+    pub(super) send_timeout: Option<String>,
 }
 
 #[derive(Deserialize)]
