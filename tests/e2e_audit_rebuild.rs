@@ -59,6 +59,12 @@ async fn audit_and_rebuild_give_the_same_digest_and_a_broken_projection_is_rebui
     server.stop();
 
     let rebuilt = common::cli_json(&config, "rebuild");
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("data"))
+        .expect("data dir")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains("broken"))
+        .collect();
+    assert!(left.is_empty(), "a rebuild leaves no copy behind: {left:?}");
     assert_eq!(rebuilt["digest"], audit["digest"]);
     assert_eq!(rebuilt["events"], audit["events"]);
     assert_eq!(rebuilt["operations"], audit["operations"]);

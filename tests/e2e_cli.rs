@@ -182,14 +182,10 @@ fn the_demo_runs_a_fleet_and_reports_no_second_side_effect() {
 
 /// A config in `dir` and its empty embedded ledger (built with `rebuild`); the config's path.
 fn empty_ledger(dir: &std::path::Path) -> std::path::PathBuf {
-    let config = dir.join("opledger.toml");
-    std::fs::write(&config, common::config_text(&dir.join("data"), "")).expect("writes");
-    let built = opledger()
-        .args(["rebuild", "--config"])
-        .arg(&config)
-        .output()
-        .expect("runs");
-    assert!(built.status.success(), "{built:?}");
+    // A node started and stopped: the log exists, with only its partitions' ownership events.
+    let server = common::Server::start(dir);
+    let config = server.config.clone();
+    server.stop();
     config
 }
 
@@ -252,4 +248,26 @@ fn audit_into_a_closed_pipe_ends_well() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+}
+
+/// A mistyped data directory is an error for `rebuild`, never a new, empty ledger.
+#[test]
+fn rebuild_on_a_data_directory_without_a_log_creates_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let typo = dir.path().join("no-such-data");
+    let config = dir.path().join("opledger.toml");
+    std::fs::write(&config, common::config_text(&dir.path().join("data"), "")).expect("writes");
+    let out = opledger()
+        .args(["rebuild", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(&typo)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("there is no log in"),
+        "{stderr}"
+    );
+    assert!(!typo.exists(), "nothing created at {}", typo.display());
 }

@@ -113,8 +113,9 @@ enum Command {
         #[arg(value_name = "OPERATION_ID")]
         id: String,
     },
-    /// Drop the sled projection (it is moved aside) and rebuild it from the log; print the same
-    /// JSON summary and digest as `audit`. Stop `serve` first.
+    /// Rebuild the sled projection from the log (the old one is moved aside, and removed once
+    /// the new one is complete); print the same JSON summary and digest as `audit`. Stop
+    /// `serve` first. Never creates a log: a data directory without one is an error.
     Rebuild {
         #[command(flatten)]
         args: ConfigArgs,

@@ -56,6 +56,15 @@ pub enum NodeError {
         /// Why.
         source: LogError,
     },
+    /// `rebuild` found no log where the config says the log is.
+    #[error(
+        "there is no log in {dir} (no log.meta): check data_dir or --data-dir; rebuild never creates a log",
+        dir = .dir.display()
+    )]
+    NoLog {
+        /// Where the log should be.
+        dir: PathBuf,
+    },
     /// A task catching up or reading back the projection panicked (a bug: an assertion that
     /// stays on).
     #[error("a task of the node stopped unexpectedly: {0}")]

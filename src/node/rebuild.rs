@@ -70,10 +70,18 @@ pub async fn rebuild(
     config: &Config,
     progress: impl FnMut(Progress),
 ) -> Result<StateSummary, NodeError> {
+    if matches!(config.backend, crate::config::Backend::Embedded) {
+        // A rebuild never creates a log: a mistyped data directory is an error, not a new,
+        // empty ledger.
+        let dir = config.data_dir.join("log");
+        if !dir.join("log.meta").exists() {
+            return Err(NodeError::NoLog { dir });
+        }
+    }
     let log = open_log(config).await?;
     let identity = super::open::identity(&log);
     let dir = projection_dir(config);
-    let projection = SledStore::reset(&dir, config.projection_cache_bytes, identity)?;
+    let (projection, aside) = SledStore::reset(&dir, config.projection_cache_bytes, identity)?;
     forget_consumers_store(config);
     let store: SharedStore = Arc::new(projection.clone());
     let events = catch_up_all(&log, &store, progress).await?;
@@ -82,6 +90,13 @@ pub async fn rebuild(
     // Read back from sled before it is marked clean: the summary vouches for what was written.
     let summary = tally_of(&projection, at_once).await?.summary(events);
     projection.close_clean(&dir)?;
+    // The old projection is derived data, replaced now: keeping a copy of it on every run
+    // would only fill the disk.
+    if let Some(aside) = aside
+        && let Err(e) = std::fs::remove_dir_all(&aside)
+    {
+        tracing::warn!(dir = %aside.display(), error = %e, "cannot remove the projection the rebuild replaced; remove it by hand");
+    }
     if let Some(AnyLog::Embedded(log)) = Arc::into_inner(log)
         && let Err(e) = log.close()
     {

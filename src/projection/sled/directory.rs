@@ -139,7 +139,7 @@ pub(super) fn write_meta(db: &sled::Db, log: LogIdentity) -> Result<(), Projecti
     Ok(())
 }
 
-pub(super) fn move_aside(dir: &Path) -> Result<(), ProjectionError> {
+pub(super) fn move_aside(dir: &Path) -> Result<PathBuf, ProjectionError> {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())
@@ -149,5 +149,6 @@ pub(super) fn move_aside(dir: &Path) -> Result<(), ProjectionError> {
     std::fs::rename(dir, &aside).map_err(|source| ProjectionError::MoveAside {
         path: dir.to_owned(),
         source,
-    })
+    })?;
+    Ok(PathBuf::from(aside))
 }

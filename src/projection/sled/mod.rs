@@ -160,15 +160,23 @@ impl SledStore {
     }
 
     /// Discards the projection (moved aside) and starts an empty one: `opledger rebuild`.
-    pub fn reset(dir: &Path, cache_bytes: u64, log: LogIdentity) -> Result<Self, ProjectionError> {
+    /// Returns where the old one went (`None`: there was none), for the caller to remove once
+    /// the new one is complete.
+    pub fn reset(
+        dir: &Path,
+        cache_bytes: u64,
+        log: LogIdentity,
+    ) -> Result<(Self, Option<std::path::PathBuf>), ProjectionError> {
         let lock = lock_projection(dir, LOCK_RELEASE_WAIT)?;
         forget_clean(&clean_marker(dir))?;
-        if dir.exists() {
-            move_aside(dir)?;
-        }
+        let aside = if dir.exists() {
+            Some(move_aside(dir)?)
+        } else {
+            None
+        };
         let db = open_db(dir, cache_bytes)?;
         write_meta(&db, log)?;
-        Self::with(db, lock)
+        Ok((Self::with(db, lock)?, aside))
     }
 
     /// The records in sled whose id starts with a byte in `first`, in id order: a slice of
