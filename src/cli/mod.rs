@@ -1,16 +1,15 @@
 //! The command line: `serve`, `audit`, `verify`, `history`, `export`, `rebuild`, `check`,
 //! `demo`.
 
+mod audit;
 mod progress;
 mod serve;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use opledger::config::{Backend, Config};
-use opledger::log::any::AnyLog;
+use opledger::config::Config;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 /// opledger — the operation ledger for AI-agent side effects that must happen exactly once.
 ///
@@ -184,10 +183,10 @@ pub fn main() -> ExitCode {
                 brokers,
             },
         ),
-        Command::Audit { args } => audit(&args),
-        Command::Rebuild { args } => rebuild(&args),
-        Command::Verify { args, against } => verify(&args, against.as_deref()),
-        Command::History { args, id } => history(&args, &id),
+        Command::Audit { args } => audit::audit(&args),
+        Command::Rebuild { args } => audit::rebuild(&args),
+        Command::Verify { args, against } => audit::verify(&args, against.as_deref()),
+        Command::History { args, id } => audit::history(&args, &id),
         Command::Export {
             args,
             since,
@@ -195,7 +194,7 @@ pub fn main() -> ExitCode {
             tool,
             event_type,
             state,
-        } => export(
+        } => audit::export(
             &args,
             opledger::consumers::export::ExportFilter {
                 since_ms: since,
@@ -243,98 +242,6 @@ fn said_once(error: &anyhow::Error) -> String {
     text
 }
 
-/// The configured log, for reading only (a snapshot of the embedded log; the Kafka topic as
-/// it grows). Call inside the runtime: the Kafka readers belong to it.
-fn log_for_reading(config: &Config) -> anyhow::Result<Arc<AnyLog>> {
-    Ok(Arc::new(match &config.backend {
-        Backend::Embedded => {
-            let dir = config.data_dir.join("log");
-            AnyLog::Embedded(
-                opledger::log::embedded::EmbeddedLog::open_read_only(&dir)
-                    .with_context(|| format!("cannot read the log in {}", dir.display()))?,
-            )
-        }
-        Backend::Kafka(kafka) => AnyLog::Kafka(
-            opledger::log::kafka::KafkaLog::open(opledger::node::kafka_options(config, kafka))
-                .with_context(|| format!("cannot read the Kafka topic {}", kafka.topic))?,
-        ),
-    }))
-}
-
-fn audit(args: &ConfigArgs) -> anyhow::Result<()> {
-    opledger::telemetry::init(args.log_level.as_deref());
-    let (config, _) = load(args)?;
-    let mut bar = progress::Bar::new("replaying events");
-    let show = |p: opledger::partition::Progress| bar.show(p.applied, p.total);
-    let audit = runtime()?.block_on(async {
-        let log = log_for_reading(&config)?;
-        anyhow::Ok(opledger::consumers::audit::audit(log, show).await?)
-    })?;
-    bar.finish();
-    print_json(&audit)?;
-    Ok(())
-}
-
-fn verify(args: &ConfigArgs, against: Option<&std::path::Path>) -> anyhow::Result<()> {
-    use opledger::consumers::verify::{ChainHeads, verify as run};
-    opledger::telemetry::init(args.log_level.as_deref());
-    let (config, _) = load(args)?;
-    let recorded = match against {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read the recorded heads {}", path.display()))?;
-            let heads =
-                ChainHeads::parse(&text).with_context(|| format!("in {}", path.display()))?;
-            Some(heads)
-        }
-        None => None,
-    };
-    let mut bar = progress::Bar::new("verifying the hash chain");
-    let show = |p: opledger::partition::Progress| bar.show(p.applied, p.total);
-    let (heads, seals_checked, unread) = runtime()?.block_on(async {
-        let log = log_for_reading(&config)?;
-        let heads = run(Arc::clone(&log), recorded.as_ref(), show).await?;
-        // Besides the recomputed chain: the seals (embedded only), and bytes a snapshot could
-        // not read as whole events, which no check covers.
-        let (seals_checked, unread) = match log.as_ref() {
-            AnyLog::Embedded(log) => (true, log.unread_tails().to_vec()),
-            AnyLog::Kafka(_) => (false, Vec::new()),
-        };
-        anyhow::Ok((heads, seals_checked, unread))
-    })?;
-    bar.finish();
-    let events: u64 = heads.partitions.iter().map(|p| p.events).sum();
-    let unread: serde_json::Map<String, serde_json::Value> = (0u32..)
-        .zip(unread)
-        .filter(|(_, bytes)| *bytes > 0)
-        .map(|(p, bytes)| (p.to_string(), bytes.into()))
-        .collect();
-    for (partition, bytes) in &unread {
-        eprintln!(
-            "opledger: partition {partition}: {bytes} bytes after its last whole event were not read (a batch a running node is writing, a torn tail a start would cut, or damage); run verify again with the node stopped"
-        );
-    }
-    print_json(&serde_json::json!({
-        "verified": true,
-        "events": events,
-        "seals_checked": seals_checked,
-        "against_recorded_heads": recorded.is_some(),
-        "unread_tail_bytes": unread,
-        "chain": heads,
-    }))
-}
-
-/// Prints `value` as pretty JSON on stdout. A reader that went away (`| head -1`) is not an
-/// error: the command's work is done either way.
-fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    use std::io::Write;
-    let text = serde_json::to_string_pretty(value)?;
-    match writeln!(std::io::stdout().lock(), "{text}") {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
-    }
-}
-
 /// An RFC 3339 time as milliseconds since the epoch.
 fn parse_time(text: &str) -> Result<u64, String> {
     let time = humantime::parse_rfc3339_weak(text)
@@ -342,71 +249,6 @@ fn parse_time(text: &str) -> Result<u64, String> {
     time.duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .map_err(|_| "the time is before 1970".to_owned())
-}
-
-fn export(
-    args: &ConfigArgs,
-    filter: opledger::consumers::export::ExportFilter,
-) -> anyhow::Result<()> {
-    use opledger::consumers::export::export as run;
-    opledger::telemetry::init(args.log_level.as_deref());
-    let (config, _) = load(args)?;
-    filter.check()?;
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let written = runtime()?.block_on(async {
-        let log = log_for_reading(&config)?;
-        anyhow::Ok(run(log.as_ref(), &filter, &mut out).await?)
-    })?;
-    tracing::info!(events = written, "exported");
-    Ok(())
-}
-
-fn history(args: &ConfigArgs, id: &str) -> anyhow::Result<()> {
-    use opledger::consumers::history::{HistoryError, Source, history as run};
-    opledger::telemetry::init(args.log_level.as_deref());
-    let (config, _) = load(args)?;
-    let id = opledger::core::key::OperationId::parse(id).ok_or_else(|| {
-        anyhow::anyhow!("{id:?} is not an operation id (a UUID as the API answers it)")
-    })?;
-    let mut bar = progress::Bar::new("folding the operation's partition");
-    let show = |p: opledger::partition::Progress| bar.show(p.applied, p.total);
-    let (history, source) = runtime()?.block_on(async {
-        let log = log_for_reading(&config)?;
-        let projection = opledger::node::projection_for_reading(&config, &log);
-        let store = projection
-            .as_ref()
-            .map(|p| p.store() as &dyn opledger::projection::ProjectionStore)
-            .map_err(Clone::clone);
-        let found = run(log.as_ref(), store, id, show).await;
-        if let Ok(projection) = projection {
-            // A store error or a disagreement with the log may mean damage: then it is not
-            // marked clean again, and the next start rebuilds it.
-            let damaged = matches!(found, Err(HistoryError::Store(_)))
-                || matches!(&found, Ok((_, Source::Scan { damaged: true, .. })));
-            if let Err(e) = projection.close(!damaged) {
-                eprintln!("opledger: warning: the projection was not marked clean again, so the next start rebuilds it: {e}");
-            }
-        }
-        anyhow::Ok(found?)
-    })?;
-    bar.finish();
-    if let Source::Scan { reason, .. } = source {
-        eprintln!("opledger: read by folding the operation's partition: {reason}");
-    }
-    print_json(&history.to_json())
-}
-
-fn rebuild(args: &ConfigArgs) -> anyhow::Result<()> {
-    opledger::telemetry::init(args.log_level.as_deref());
-    let (config, _) = load(args)?;
-    let mut bar = progress::Bar::new("rebuilding projection");
-    let summary = runtime()?.block_on(opledger::node::rebuild(&config, |p| {
-        bar.show(p.applied, p.total)
-    }))?;
-    bar.finish();
-    print_json(&summary)?;
-    Ok(())
 }
 
 fn check(path: &std::path::Path) -> anyhow::Result<()> {
