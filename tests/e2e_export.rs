@@ -99,7 +99,7 @@ async fn export_streams_every_event_decoded_filtered_and_without_secrets() {
         .expect("the claim")["event"];
     assert_eq!(
         first["fingerprint"]["categories"],
-        json!(["amount", "recipient", "body"]),
+        json!(["amount", "recipient", "body", "other"]),
         "{first}"
     );
     assert_eq!(

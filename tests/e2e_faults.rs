@@ -42,6 +42,8 @@ class = "keyed"
 loss = "high"
 lease = "400ms"
 status_url = "http://{sim}/status/{{operation_id}}"
+# A worker's idea of the time is no part of the intent.
+ignore = ["sent_at"]
 [tool.fingerprint]
 other = ["seed"]
 

@@ -49,7 +49,7 @@ async fn an_operator_takes_over_and_resolves_what_nobody_else_can() {
     assert_eq!(item["target"]["tool"], "messages.send");
     assert_eq!(
         item["target"]["fingerprint_categories"],
-        json!(["recipient", "body"])
+        json!(["recipient", "body", "other"])
     );
     assert!(
         item["requested_at"]

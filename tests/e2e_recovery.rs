@@ -19,7 +19,8 @@ loss = "high"
 lease = "400ms"
 status_url = "http://127.0.0.1:{port}/status/{{operation_id}}"
 [tool.fingerprint]
-amount = ["amount", "currency"]
+amount = ["amount"]
+other = ["currency"]
 
 [recovery]
 tick = "50ms"

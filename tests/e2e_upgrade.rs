@@ -7,13 +7,9 @@ mod common;
 
 use common::{Server, TOKEN_A, config_text};
 use opledger::config::Config;
-use opledger::core::event::{
-    self, BusinessResult, Claim, Completion, Envelope, EventBody, OwnerChange, Transition,
-};
-use opledger::core::fingerprint::fingerprint_v1;
-use opledger::core::key::{ClientKey, OperationId, ScopedHash};
+use opledger::core::event;
 use opledger::log::embedded::{EmbeddedLog, EmbeddedOptions};
-use opledger::log::model::{EventLog, NewRecord, partition_for};
+use opledger::log::model::EventLog;
 use serde_json::json;
 use std::collections::BTreeSet;
 
@@ -21,70 +17,6 @@ const TOOL: &str = "tickets.create";
 
 fn request() -> serde_json::Value {
     json!({"project": "OPS", "title": "disk full on db-3"})
-}
-
-/// Appends, as an earlier build would have, a claim of `key` by agent-a and its completion,
-/// both as event schema version 1; returns the operation id.
-async fn write_v1_history(config: &Config, key: &str) -> OperationId {
-    let log = EmbeddedLog::open(
-        &config.data_dir.join("log"),
-        EmbeddedOptions::new(config.partitions),
-    )
-    .expect("log opens");
-    let contract = &config.tools[TOOL];
-    let scope = ScopedHash::of("agent-a", TOOL, &ClientKey::parse(key).expect("key"));
-    let id = OperationId::for_scope(&scope);
-    let claim = EventBody::Claimed(Claim {
-        principal: "agent-a".into(),
-        tool: TOOL.into(),
-        holder: "w1".into(),
-        fingerprint: fingerprint_v1(&contract.fingerprint, &request(), None).expect("fingerprint"),
-        parent: None,
-        terms: contract.terms(),
-    });
-    let completed = EventBody::Completed(Completion {
-        by: Transition {
-            holder: "w1".into(),
-            expected_version: Some(1),
-        },
-        result: BusinessResult {
-            resource_ref: "OPS-41".into(),
-            status: 201,
-            headers: Default::default(),
-        },
-    });
-    let partition = partition_for(&scope.0, log.partition_count());
-    // The earlier build took the partition over first (its ownership change names no rules).
-    let own = ScopedHash::of_partition(partition);
-    let owner = EventBody::OwnerChanged(OwnerChange {
-        owner: "earlier-build".into(),
-        rules: 1,
-    });
-    for (scope, id, body) in [
-        (own, OperationId::for_scope(&own), owner),
-        (scope, id, claim),
-        (scope, id, completed),
-    ] {
-        let envelope = Envelope {
-            scope,
-            operation_id: id,
-            reply_to: None,
-            body,
-        };
-        let payload = event::encode_as(&envelope, 1).expect("encodes");
-        assert_eq!(&payload[..2], &1u16.to_le_bytes());
-        log.append(
-            partition,
-            vec![NewRecord {
-                key: scope.0,
-                payload,
-            }],
-        )
-        .await
-        .expect("appends");
-    }
-    log.close().expect("closes");
-    id
 }
 
 /// The schema versions of every event in the log.
@@ -112,7 +44,7 @@ async fn a_log_of_an_earlier_schema_is_served_upcast_and_extended_in_the_new_one
     let config_path = dir.path().join("opledger.toml");
     std::fs::write(&config_path, &text).expect("writes the config");
     let config = Config::parse(&text).expect("valid config");
-    let old = write_v1_history(&config, "ticket-old-1").await;
+    let old = common::earlier::write_completed(&config, TOOL, "ticket-old-1", &request()).await;
     assert_eq!(stored_versions(&config).await, BTreeSet::from([1]));
 
     let server = Server::start_existing(dir.path(), &config_path);

@@ -23,8 +23,11 @@ class = "keyed"
 loss = "high"
 lease = "30s"
 retention = "48h"
+required = ["amount", "currency", "customer"]
+ignore = ["trace_id"]
 [tool.fingerprint]
-amount = ["amount", "currency"]
+amount = ["amount"]
+other = ["currency"]
 recipient = ["customer"]
 body = ["description"]
 

@@ -169,6 +169,12 @@ pub(super) struct RawTool {
     pub(super) accept_unknown_risk: bool,
     #[serde(default)]
     pub(super) fingerprint: BTreeMap<String, Vec<String>>,
+    /// Request fields that do not count in the fingerprint.
+    #[serde(default)]
+    pub(super) ignore: Vec<String>,
+    /// Request fields every new claim must carry.
+    #[serde(default)]
+    pub(super) required: Vec<String>,
 }
 
 fn default_loss() -> LossLevel {

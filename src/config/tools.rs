@@ -23,7 +23,11 @@ pub(super) fn validate_tools(
                 t.name
             )));
         }
-        let mut spec = FingerprintSpec::default();
+        let mut spec = FingerprintSpec {
+            ignore: t.ignore,
+            required: t.required,
+            ..FingerprintSpec::default()
+        };
         for (category, fields) in t.fingerprint {
             let category: Category = category.parse().map_err(|_| {
                 ConfigError::Invalid(format!(
@@ -40,7 +44,10 @@ pub(super) fn validate_tools(
             spec.fields.insert(category, fields);
         }
         spec.validate().map_err(|e| {
-            ConfigError::Invalid(format!("tool `{}`: [tool.fingerprint]: {e}", t.name))
+            ConfigError::Invalid(format!(
+                "tool `{}`: fingerprint, ignore or required: {e}",
+                t.name
+            ))
         })?;
         let contract = ToolContract {
             lease_ms: parse_duration_ms(&t.name, "lease", &t.lease)?,

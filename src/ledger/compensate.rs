@@ -5,7 +5,6 @@ use super::{Ledger, LedgerError};
 use crate::config::Principal;
 use crate::core::contract::ToolContract;
 use crate::core::event::{BusinessResult, Claim, CompensationClaim, EventBody, Evidence};
-use crate::core::fingerprint;
 use crate::core::input;
 use crate::core::key::OperationId;
 use crate::core::operation::{OpState, OperationRecord};
@@ -50,11 +49,15 @@ impl Ledger {
             }
             _ => return Err(LedgerError::OriginalNotSettled),
         };
-        let fingerprint = fingerprint::fingerprint_v1(
-            &compensating.fingerprint,
-            request,
-            Some(&result.resource_ref),
-        )?;
+        let scope = original.scope.derived("compensation");
+        let (fingerprint, _) = self
+            .fingerprint_for(
+                scope,
+                &compensating.fingerprint,
+                request,
+                Some(&result.resource_ref),
+            )
+            .await?;
         let resource_changed = self.resource_changed(contract, &original, result).await;
         let body = EventBody::CompensationClaimed(CompensationClaim {
             claim: Claim {
@@ -68,8 +71,7 @@ impl Ledger {
             original: original.id,
             resource_changed,
         });
-        self.submit(original.scope.derived("compensation"), body)
-            .await
+        self.submit(scope, body).await
     }
 
     /// Whether the external system now reports another version of the original's resource

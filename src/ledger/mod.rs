@@ -9,6 +9,7 @@
 
 mod compensate;
 mod error;
+mod fingerprints;
 mod requests;
 
 pub use error::LedgerError;
@@ -21,7 +22,7 @@ use crate::core::decision::Decision;
 use crate::core::event::{
     Claim, Completion, EventBody, Failure, OperatorAction, Resolution, ResolvedOutcome, Transition,
 };
-use crate::core::fingerprint::{self, Fingerprint};
+use crate::core::fingerprint::Fingerprint;
 use crate::core::input;
 use crate::core::key::{ClientKey, OperationId, ScopedHash};
 use crate::core::operation::{OpState, OperationRecord};
@@ -99,11 +100,12 @@ impl Ledger {
             None => None,
         };
         let upstream_ref = parent.as_ref().map(|(_, reference)| reference.as_str());
-        let fingerprint =
-            fingerprint::fingerprint_v1(&contract.fingerprint, input.request, upstream_ref)?;
         let scope = ScopedHash::of(&principal.id, input.tool, &key);
+        let (fingerprint, stored) = self
+            .fingerprint_for(scope, &contract.fingerprint, input.request, upstream_ref)
+            .await?;
         if !allowed {
-            return self.replay_without_grant(scope, &fingerprint).await;
+            return replay_without_grant(stored, &fingerprint);
         }
         let body = EventBody::Claimed(Claim {
             principal: principal.id.clone(),
@@ -125,32 +127,6 @@ impl Ledger {
             metrics.claim_latency(contract.class, decision, seconds);
         }
         Ok(Claimed::Decided(Box::new(answer?)))
-    }
-
-    /// The answer to a claim whose principal lost its grant to the tool: a replay of its own
-    /// finished operation with the same request (rendered without the result), nothing else.
-    /// A revoked grant never starts anything. Nothing is appended.
-    async fn replay_without_grant(
-        &self,
-        scope: ScopedHash,
-        fingerprint: &Fingerprint,
-    ) -> Result<Claimed, LedgerError> {
-        let partition = self.router.partition(self.router.of_scope(&scope))?;
-        match partition.read(Lookup::Scope(scope)).await? {
-            Some(record)
-                if record.state.is_terminal()
-                    && record
-                        .fingerprint
-                        .differing_categories(fingerprint)
-                        .is_empty() =>
-            {
-                Ok(Claimed::Decided(Box::new(Answer {
-                    decision: Decision::Replay,
-                    record: Some(record),
-                })))
-            }
-            _ => Err(LedgerError::ToolNotAllowed),
-        }
     }
 
     /// The parent operation of a sub-key claim and its result reference, which enters the
@@ -343,5 +319,29 @@ impl Ledger {
     async fn submit(&self, scope: ScopedHash, body: EventBody) -> Result<Answer, LedgerError> {
         let partition = self.router.partition(self.router.of_scope(&scope))?;
         Ok(partition.submit(scope, body).await?)
+    }
+}
+
+/// The answer to a claim whose principal lost its grant to the tool: a replay of its own
+/// finished operation with the same request (rendered without the result), nothing else.
+/// A revoked grant never starts anything. Nothing is appended.
+fn replay_without_grant(
+    stored: Option<OperationRecord>,
+    fingerprint: &Fingerprint,
+) -> Result<Claimed, LedgerError> {
+    match stored {
+        Some(record)
+            if record.state.is_terminal()
+                && record
+                    .fingerprint
+                    .differing_categories(fingerprint)
+                    .is_empty() =>
+        {
+            Ok(Claimed::Decided(Box::new(Answer {
+                decision: Decision::Replay,
+                record: Some(record),
+            })))
+        }
+        _ => Err(LedgerError::ToolNotAllowed),
     }
 }

@@ -104,7 +104,13 @@ fn reported_fields(
     if reported.is_empty() {
         return None;
     }
-    fingerprint_v1(&FingerprintSpec { fields: reported }, fields, None).ok()
+    // Reported categories are hashed as every version hashes listed ones (version 1's
+    // layout); the arbiter compares them with `Fingerprint::contradicted_by`.
+    let spec = FingerprintSpec {
+        fields: reported,
+        ..FingerprintSpec::default()
+    };
+    fingerprint_v1(&spec, fields, None).ok()
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! waits for its "listening" line (no sleeps), and talks to it over HTTP.
 #![allow(dead_code)]
 
+pub mod earlier;
 pub mod frames;
 pub mod sim;
 
@@ -105,8 +106,10 @@ class = "keyed"
 loss = "high"
 lease = "30s"
 status_url = "http://127.0.0.1:9/status/{{operation_id}}"
+ignore = ["trace_id"]
 [tool.fingerprint]
-amount = ["amount", "currency"]
+amount = ["amount"]
+other = ["currency"]
 recipient = ["customer"]
 body = ["description"]
 

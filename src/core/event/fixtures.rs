@@ -7,7 +7,7 @@
 use super::tests::sample_claim;
 use super::*;
 use crate::core::contract::{LossLevel, ToolClass};
-use crate::core::fingerprint::{Category, FINGERPRINT_VERSION};
+use crate::core::fingerprint::Category;
 
 const EVENTS_V1: &str = include_str!("../../../schemas/fixtures/events-v1.hex");
 const EVENTS_V2: &str = include_str!("../../../schemas/fixtures/events-v2.hex");
@@ -41,7 +41,7 @@ fn other_claim() -> Claim {
         tool: "tickets.create".into(),
         holder: "worker-8".into(),
         fingerprint: Fingerprint {
-            version: FINGERPRINT_VERSION,
+            version: 1,
             parts: vec![
                 (Category::Recipient, [2; 32]),
                 (Category::Target, [3; 32]),
@@ -158,7 +158,7 @@ pub(crate) fn samples() -> Vec<(&'static str, Envelope)> {
                 evidence: Evidence::Found {
                     result: result(),
                     fields: Some(Fingerprint {
-                        version: FINGERPRINT_VERSION,
+                        version: 1,
                         parts: vec![(Category::Amount, [1; 32])],
                     }),
                 },

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::core::contract::{LossLevel, ToolClass};
-use crate::core::fingerprint::{Category, FINGERPRINT_VERSION};
+use crate::core::fingerprint::Category;
 
 /// A fixed claim envelope, used by the fixture test below and by other modules' tests.
 pub(crate) fn sample_claim() -> Envelope {
@@ -18,7 +18,7 @@ pub(crate) fn sample_claim() -> Envelope {
             tool: "payments.charge".into(),
             holder: "worker-7".into(),
             fingerprint: Fingerprint {
-                version: FINGERPRINT_VERSION,
+                version: 1,
                 parts: vec![(Category::Amount, [1; 32])],
             },
             parent: None,

@@ -50,6 +50,18 @@ impl Fingerprint {
             .collect()
     }
 
+    /// True when an external system's report of some fields (`reported`, hashed like the
+    /// listed categories of every version) contradicts this fingerprint. Only reported
+    /// categories are compared, and from version 2 on never `other`: it also covers the
+    /// request's unlisted fields, which no external system reports.
+    pub fn contradicted_by(&self, reported: &Fingerprint) -> bool {
+        reported
+            .parts
+            .iter()
+            .filter(|(category, _)| self.version < 2 || *category != Category::Other)
+            .any(|(category, hash)| self.part(*category) != Some(hash))
+    }
+
     /// True when both fingerprints have the same version and no category differs.
     pub fn matches(&self, other: &Fingerprint) -> bool {
         self.differing_categories(other).is_empty()
@@ -144,6 +156,45 @@ mod tests {
         };
         assert_eq!(empty1.differing_categories(&empty2), vec![Category::Other]);
         assert_eq!(empty1.differing_categories(&empty1), vec![]);
+    }
+
+    #[test]
+    fn given_a_report_when_compared_then_only_reported_categories_and_never_v2_other() {
+        let spec = crate::core::fingerprint::test_support::spec(&[
+            (Category::Amount, &["amount"]),
+            (Category::Other, &["note"]),
+        ]);
+        let request = json!({"amount": "10", "note": "n", "unlisted": 1});
+        let v1 = fingerprint_v1(&spec, &request, None).expect("v1");
+        let v2 = crate::core::fingerprint::fingerprint_v2(&spec, &request, None).expect("v2");
+        // The report covers the listed fields only.
+        let report = |amount: &str| {
+            fingerprint_v1(&spec, &json!({"amount": amount, "note": "n"}), None).expect("report")
+        };
+        for stored in [&v1, &v2] {
+            assert!(
+                !stored.contradicted_by(&report("10.0")),
+                "v{}",
+                stored.version
+            );
+            assert!(stored.contradicted_by(&report("11")), "v{}", stored.version);
+        }
+        // Version 1's `other` covers only the listed field: a report of it is compared.
+        let other_changed =
+            fingerprint_v1(&spec, &json!({"amount": "10", "note": "x"}), None).expect("report");
+        assert!(v1.contradicted_by(&other_changed));
+        assert!(!v2.contradicted_by(&other_changed));
+        // A category the stored fingerprint lacks is a contradiction.
+        let only_amount =
+            crate::core::fingerprint::test_support::spec(&[(Category::Amount, &["amount"])]);
+        let stored = fingerprint_v1(&only_amount, &request, None).expect("v1");
+        let wider = fingerprint_v1(
+            &crate::core::fingerprint::test_support::spec(&[(Category::Body, &["amount"])]),
+            &request,
+            None,
+        )
+        .expect("report");
+        assert!(stored.contradicted_by(&wider));
     }
 
     #[test]

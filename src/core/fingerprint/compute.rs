@@ -4,7 +4,7 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::{Category, FINGERPRINT_VERSION, Fingerprint, FingerprintError, FingerprintSpec};
+use super::{Category, Fingerprint, FingerprintError, FingerprintSpec, v2};
 use crate::core::canonical::{self, CanonicalError, MAX_CANONICAL_BYTES, Mode};
 
 /// Domain-separation tag at the start of every v1 category hash input.
@@ -13,8 +13,8 @@ pub const DOMAIN_TAG_V1: &str = "opledger/fingerprint/v1";
 /// Maximum length of an upstream result reference in bytes.
 pub const MAX_UPSTREAM_REF_BYTES: usize = 1024;
 
-/// Computes the fingerprint with the given algorithm version. Use it with the
-/// stored version when comparing a retry against a stored fingerprint.
+/// Computes the fingerprint with the given rules version. Use it with the stored version
+/// when comparing a retry against a stored fingerprint.
 pub fn fingerprint_for_version(
     version: u16,
     spec: &FingerprintSpec,
@@ -23,6 +23,7 @@ pub fn fingerprint_for_version(
 ) -> Result<Fingerprint, FingerprintError> {
     match version {
         1 => fingerprint_v1(spec, request, upstream_ref),
+        2 => v2::fingerprint_v2(spec, request, upstream_ref),
         v => Err(FingerprintError::UnsupportedVersion(v)),
     }
 }
@@ -31,12 +32,48 @@ pub fn fingerprint_for_version(
 ///
 /// `upstream_ref` is the parent operation's result reference for sub-operations;
 /// `Some` adds category `upstream`. See the module docs for the rules and
-/// `schemas/fingerprint-v1.md` for the exact hash input.
+/// `schemas/fingerprint-v1.md` for the exact hash input. Version 1 knows neither ignored nor
+/// required fields: `spec.ignore` and `spec.required` play no part.
 pub fn fingerprint_v1(
     spec: &FingerprintSpec,
     request: &Value,
     upstream_ref: Option<&str>,
 ) -> Result<Fingerprint, FingerprintError> {
+    check_inputs(spec, request, upstream_ref)?;
+    // One canonical-size budget for the whole request, across categories.
+    let mut budget = MAX_CANONICAL_BYTES;
+    let mut parts: Vec<(Category, [u8; 32])> = Vec::new();
+    if spec.total_fields() == 0 {
+        // Whole-request mode: a single field with the empty path (which no
+        // listed path can have) holding the entire request.
+        let hash = hash_category(
+            DOMAIN_TAG_V1,
+            Category::Other,
+            &[],
+            Some(request),
+            request,
+            &mut budget,
+        )?;
+        parts.push((Category::Other, hash));
+    } else {
+        for (&category, paths) in &spec.fields {
+            if paths.is_empty() {
+                continue;
+            }
+            let hash = hash_category(DOMAIN_TAG_V1, category, paths, None, request, &mut budget)?;
+            parts.push((category, hash));
+        }
+    }
+    Ok(finish(1, parts, upstream_ref))
+}
+
+/// The checks every version makes before hashing: a valid spec, an object, a sane
+/// upstream reference.
+pub(super) fn check_inputs(
+    spec: &FingerprintSpec,
+    request: &Value,
+    upstream_ref: Option<&str>,
+) -> Result<(), FingerprintError> {
     spec.validate()?;
     if !request.is_object() {
         return Err(FingerprintError::RequestNotObject);
@@ -51,67 +88,72 @@ pub fn fingerprint_v1(
             });
         }
     }
+    Ok(())
+}
 
-    // One canonical-size budget for the whole request, across categories.
-    let mut budget = MAX_CANONICAL_BYTES;
-    let mut parts: Vec<(Category, [u8; 32])> = Vec::new();
-
-    if spec.total_fields() == 0 {
-        // Whole-request mode: a single field with the empty path (which no
-        // listed path can have) holding the entire request.
-        let json = canonical_within(request, Mode::Plain, &mut budget)?;
-        let mut h = category_hasher(Category::Other);
-        h.update(1u32.to_be_bytes());
+/// One category's hash: `tag`, the category, the entry count, then — if `whole` is given —
+/// an entry with the empty path holding it, then every path in byte order.
+pub(super) fn hash_category(
+    tag: &str,
+    category: Category,
+    paths: &[String],
+    whole: Option<&Value>,
+    request: &Value,
+    budget: &mut usize,
+) -> Result<[u8; 32], FingerprintError> {
+    let mode = if category == Category::Amount {
+        Mode::Amount
+    } else {
+        Mode::Plain
+    };
+    let mut sorted: Vec<&str> = paths.iter().map(String::as_str).collect();
+    sorted.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    let mut h = Sha256::new();
+    put_lp(&mut h, tag.as_bytes());
+    put_lp(&mut h, category.as_str().as_bytes());
+    // validate() bounds the count by MAX_FIELDS, far below u32::MAX.
+    h.update(((sorted.len() + usize::from(whole.is_some())) as u32).to_be_bytes());
+    if let Some(value) = whole {
+        let json = canonical_within(value, mode, budget)?;
         put_lp(&mut h, b"");
         h.update([MARK_PRESENT]);
         put_lp(&mut h, json.as_bytes());
-        parts.push((Category::Other, h.finalize().into()));
-    } else {
-        for (&category, paths) in &spec.fields {
-            if paths.is_empty() {
-                continue;
+    }
+    for path in sorted {
+        put_lp(&mut h, path.as_bytes());
+        match lookup(request, path) {
+            Lookup::Absent => h.update([MARK_ABSENT]),
+            Lookup::Present(v) => {
+                let json = canonical_within(v, mode, budget)?;
+                h.update([MARK_PRESENT]);
+                put_lp(&mut h, json.as_bytes());
             }
-            let mode = if category == Category::Amount {
-                Mode::Amount
-            } else {
-                Mode::Plain
-            };
-            let mut sorted: Vec<&str> = paths.iter().map(String::as_str).collect();
-            sorted.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-            let mut h = category_hasher(category);
-            // validate() bounds the count by MAX_FIELDS, far below u32::MAX.
-            h.update((sorted.len() as u32).to_be_bytes());
-            for path in sorted {
-                put_lp(&mut h, path.as_bytes());
-                match lookup(request, path) {
-                    Lookup::Absent => h.update([MARK_ABSENT]),
-                    Lookup::Present(v) => {
-                        let json = canonical_within(v, mode, &mut budget)?;
-                        h.update([MARK_PRESENT]);
-                        put_lp(&mut h, json.as_bytes());
-                    }
-                    Lookup::Blocked { consumed, value } => {
-                        let json = canonical_within(value, mode, &mut budget)?;
-                        h.update([MARK_BLOCKED]);
-                        h.update(consumed.to_be_bytes());
-                        put_lp(&mut h, json.as_bytes());
-                    }
-                }
+            Lookup::Blocked { consumed, value } => {
+                let json = canonical_within(value, mode, budget)?;
+                h.update([MARK_BLOCKED]);
+                h.update(consumed.to_be_bytes());
+                put_lp(&mut h, json.as_bytes());
             }
-            parts.push((category, h.finalize().into()));
         }
     }
+    Ok(h.finalize().into())
+}
 
+/// Adds the `upstream` part (hashed alike in every version) and sorts the parts.
+pub(super) fn finish(
+    version: u16,
+    mut parts: Vec<(Category, [u8; 32])>,
+    upstream_ref: Option<&str>,
+) -> Fingerprint {
     if let Some(r) = upstream_ref {
-        let mut h = category_hasher(Category::Upstream);
+        let mut h = Sha256::new();
+        put_lp(&mut h, DOMAIN_TAG_V1.as_bytes());
+        put_lp(&mut h, Category::Upstream.as_str().as_bytes());
         put_lp(&mut h, r.as_bytes());
         parts.push((Category::Upstream, h.finalize().into()));
     }
     parts.sort_by_key(|(c, _)| *c);
-    Ok(Fingerprint {
-        version: FINGERPRINT_VERSION,
-        parts,
-    })
+    Fingerprint { version, parts }
 }
 
 /// Field entry markers in the hash input.
@@ -120,7 +162,7 @@ const MARK_PRESENT: u8 = 0x01;
 const MARK_BLOCKED: u8 = 0x02;
 
 /// Where a dotted path leads in the request.
-enum Lookup<'a> {
+pub(super) enum Lookup<'a> {
     /// Some object on the way lacks the next key.
     Absent,
     /// The path resolves to this value (possibly `null`).
@@ -132,7 +174,7 @@ enum Lookup<'a> {
     Blocked { consumed: u32, value: &'a Value },
 }
 
-fn lookup<'a>(request: &'a Value, path: &str) -> Lookup<'a> {
+pub(super) fn lookup<'a>(request: &'a Value, path: &str) -> Lookup<'a> {
     let mut current = request;
     for (consumed, segment) in path.split('.').enumerate() {
         match current {
@@ -165,13 +207,6 @@ fn canonical_within(
     Ok(out)
 }
 
-fn category_hasher(category: Category) -> Sha256 {
-    let mut h = Sha256::new();
-    put_lp(&mut h, DOMAIN_TAG_V1.as_bytes());
-    put_lp(&mut h, category.as_str().as_bytes());
-    h
-}
-
 /// Length-prefixed bytes: u32 big-endian length, then the bytes. Every length
 /// is bounded by MAX_CANONICAL_BYTES or smaller limits, far below u32::MAX.
 pub(super) fn put_lp(h: &mut Sha256, bytes: &[u8]) {
@@ -192,7 +227,7 @@ mod tests {
     fn given_same_request_when_fingerprinted_twice_then_equal_and_sorted_parts() {
         let a = fp(&payment_spec(), &base());
         assert_eq!(a, fp(&payment_spec(), &base()));
-        assert_eq!(a.version, FINGERPRINT_VERSION);
+        assert_eq!(a.version, 1);
         let cats: Vec<Category> = a.parts.iter().map(|(c, _)| *c).collect();
         assert_eq!(
             cats,
@@ -369,8 +404,16 @@ mod tests {
         );
         assert!(fingerprint_v1(&s, &base(), Some(&long[1..])).is_ok());
         assert_eq!(
+            fingerprint_for_version(3, &s, &base(), None),
+            Err(FingerprintError::UnsupportedVersion(3))
+        );
+        assert_eq!(
+            fingerprint_for_version(0, &s, &base(), None),
+            Err(FingerprintError::UnsupportedVersion(0))
+        );
+        assert_eq!(
             fingerprint_for_version(2, &s, &base(), None),
-            Err(FingerprintError::UnsupportedVersion(2))
+            super::v2::fingerprint_v2(&s, &base(), None)
         );
         assert_eq!(
             fingerprint_for_version(1, &s, &base(), None),
@@ -518,7 +561,7 @@ mod tests {
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
 
             let listed: Vec<String> = fields.keys().cloned().collect();
-            let s = FingerprintSpec { fields: BTreeMap::from([(Category::Body, listed)]) };
+            let s = FingerprintSpec { fields: BTreeMap::from([(Category::Body, listed)]), ..FingerprintSpec::default() };
             let mut with_extra = request.clone();
             if let Value::Object(m) = &mut with_extra {
                 m.extend(extra);

@@ -54,6 +54,22 @@ pub enum FingerprintError {
         /// The limit.
         limit: usize,
     },
+    /// A field the tool requires is missing or `null` (rules version 2).
+    #[error(
+        "the request lacks the required field `{path}` (or it is null); the tool's contract requires it"
+    )]
+    RequiredFieldMissing {
+        /// The path, as the tool's contract names it.
+        path: String,
+    },
+    /// An `amount` field holds no decimal (rules version 2).
+    #[error(
+        "the field `{path}` is an amount and must be a number or a string holding a decimal such as \"10.50\""
+    )]
+    AmountNotDecimal {
+        /// The path, as the tool's contract names it.
+        path: String,
+    },
     /// A number in a fingerprinted field is too large to write out as a decimal.
     #[error("a number in a fingerprinted field has a decimal form longer than {limit} digits")]
     NumberOutOfRange {
@@ -77,6 +93,8 @@ impl FingerprintError {
             FingerprintError::TooDeep { .. } => "too_deep",
             FingerprintError::TooLarge { .. } => "too_large",
             FingerprintError::NumberOutOfRange { .. } => "number_out_of_range",
+            FingerprintError::RequiredFieldMissing { .. } => "required_field_missing",
+            FingerprintError::AmountNotDecimal { .. } => "amount_not_decimal",
         }
     }
 }

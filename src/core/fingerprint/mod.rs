@@ -1,10 +1,11 @@
-//! Request fingerprint, version 1.
+//! Request fingerprint (rules versions 1 and 2).
 //!
 //! A fingerprint is one SHA-256 per category of business fields declared by the
 //! tool contract, so a conflicting retry can be answered with the categories that
 //! differ (`["amount"]`) without storing or echoing raw values.
 //!
-//! Rules (normative text and byte layout: `schemas/fingerprint-v1.md`):
+//! Version 1 rules (normative text and byte layout: `schemas/fingerprint-v1.md`; version 2,
+//! which new operations get, changes them as [`v2`] says):
 //! - the request must be a JSON object;
 //! - if the spec lists no field at all, the whole request is hashed as category
 //!   `other`, so any change conflicts (the safe default);
@@ -15,7 +16,7 @@
 //!   `amount`), or a "blocked" marker when the path runs into a non-object value;
 //! - `upstream_ref` adds category `upstream`; a spec may not list `upstream`.
 //!
-//! Versioning: the version is stored inside the fingerprint. v1 must stay
+//! Versioning: the version is stored inside the fingerprint. Every version must stay
 //! computable forever ([`fingerprint_for_version`]) so that an upgrade never
 //! changes the fingerprint of an unchanged request: recompute with the stored
 //! version, never with [`FINGERPRINT_VERSION`], when comparing against a stored one.
@@ -27,6 +28,7 @@ mod error;
 mod spec;
 #[cfg(test)]
 mod test_support;
+pub mod v2;
 
 pub use compare::{Fingerprint, SUMMARY_TAG};
 pub use compute::{DOMAIN_TAG_V1, MAX_UPSTREAM_REF_BYTES, fingerprint_for_version, fingerprint_v1};
@@ -35,5 +37,7 @@ pub use spec::{
     Category, FingerprintSpec, MAX_FIELDS, MAX_PATH_BYTES, MAX_PATH_SEGMENTS, ParseCategoryError,
 };
 
-/// Version produced by [`fingerprint_v1`] and stored in every v1 [`Fingerprint`].
-pub const FINGERPRINT_VERSION: u16 = 1;
+pub use v2::{DOMAIN_TAG_V2, fingerprint_v2};
+
+/// The rules version new operations are fingerprinted with.
+pub const FINGERPRINT_VERSION: u16 = 2;

@@ -96,6 +96,13 @@ impl FromStr for Category {
 pub struct FingerprintSpec {
     /// Category → field paths. Order within a list does not matter.
     pub fields: BTreeMap<Category, Vec<String>>,
+    /// Paths that never count (version 2 and later): fields the tool declares irrelevant to
+    /// the intent, such as a trace id. Every other unlisted field counts as `other`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore: Vec<String>,
+    /// Paths every new claim must carry with a non-null value (version 2 and later).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required: Vec<String>,
 }
 
 impl FingerprintSpec {
@@ -108,19 +115,36 @@ impl FingerprintSpec {
     /// categories: it would be ambiguous which category a change belongs to), and
     /// more than [`MAX_FIELDS`] paths. Overlapping paths (`"body"` and
     /// `"body.amount"`) are allowed; a change then shows in both categories.
+    ///
+    /// Ignored paths are checked like listed ones and may not also be listed (a field either
+    /// counts or not); required paths are checked and may not be ignored (a field the tool
+    /// needs is part of the intent).
     pub fn validate(&self) -> Result<(), FingerprintError> {
         if self.fields.contains_key(&Category::Upstream) {
             return Err(FingerprintError::UpstreamInSpec);
         }
-        let total = self.total_fields();
-        if total > MAX_FIELDS {
+        if self.total_fields() + self.ignore.len() > MAX_FIELDS || self.required.len() > MAX_FIELDS
+        {
             return Err(FingerprintError::TooManyFields { limit: MAX_FIELDS });
         }
         let mut seen = std::collections::BTreeSet::new();
-        for path in self.fields.values().flatten() {
+        for path in self.fields.values().flatten().chain(&self.ignore) {
             validate_path(path)?;
             if !seen.insert(path.as_str()) {
                 return Err(FingerprintError::DuplicateFieldPath(path.clone()));
+            }
+        }
+        let mut required = std::collections::BTreeSet::new();
+        for path in &self.required {
+            validate_path(path)?;
+            if !required.insert(path.as_str()) {
+                return Err(FingerprintError::DuplicateFieldPath(path.clone()));
+            }
+            if self.ignore.contains(path) {
+                return Err(FingerprintError::InvalidFieldPath {
+                    path: path.clone(),
+                    reason: "is both required and ignored",
+                });
             }
         }
         Ok(())
@@ -230,6 +254,7 @@ mod tests {
         let names: Vec<String> = (0..=MAX_FIELDS).map(|i| format!("f{i}")).collect();
         let many = FingerprintSpec {
             fields: BTreeMap::from([(Category::Other, names.clone())]),
+            ..FingerprintSpec::default()
         };
         assert_eq!(
             many.validate(),
@@ -237,8 +262,24 @@ mod tests {
         );
         let at_limit = FingerprintSpec {
             fields: BTreeMap::from([(Category::Other, names[..MAX_FIELDS].to_vec())]),
+            ..FingerprintSpec::default()
         };
         assert_eq!(at_limit.validate(), Ok(()));
+        // Ignored paths count towards the limit; required ones have their own.
+        let mut over = at_limit.clone();
+        over.ignore = vec!["one_more".into()];
+        assert_eq!(
+            over.validate(),
+            Err(FingerprintError::TooManyFields { limit: MAX_FIELDS })
+        );
+        let mut required = at_limit.clone();
+        required.required = names[..MAX_FIELDS].to_vec();
+        assert_eq!(required.validate(), Ok(()));
+        required.required.push("one_more".into());
+        assert_eq!(
+            required.validate(),
+            Err(FingerprintError::TooManyFields { limit: MAX_FIELDS })
+        );
         // Overlapping paths are allowed.
         assert_eq!(
             spec(&[

@@ -10,6 +10,7 @@ pub(super) fn spec(entries: &[(Category, &[&str])]) -> FingerprintSpec {
             .iter()
             .map(|(c, ps)| (*c, ps.iter().map(|p| (*p).to_owned()).collect()))
             .collect(),
+        ..FingerprintSpec::default()
     }
 }
 

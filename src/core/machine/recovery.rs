@@ -121,12 +121,9 @@ pub(super) fn evidence(record: &OperationRecord, r: &EvidenceReport, at: u64) ->
         Evidence::Found { result, fields } => {
             recovery.last = Some(QueryResult::Found);
             // Only the categories the external system reported are compared (R17).
-            let mismatch = fields.as_ref().is_some_and(|reported| {
-                reported
-                    .parts
-                    .iter()
-                    .any(|(category, hash)| record.fingerprint.part(*category) != Some(hash))
-            });
+            let mismatch = fields
+                .as_ref()
+                .is_some_and(|reported| record.fingerprint.contradicted_by(reported));
             if mismatch {
                 OpState::Manual {
                     cause: UnknownCause::EvidenceMismatch,

@@ -7,7 +7,7 @@
 use super::PROJECTION_FORMAT;
 use super::layout::{decode_record, encode_record};
 use crate::core::event::BusinessResult;
-use crate::core::fingerprint::{Category, FINGERPRINT_VERSION, Fingerprint};
+use crate::core::fingerprint::{Category, Fingerprint};
 use crate::core::key::OperationId;
 use crate::core::operation::{
     OpState, OperationRecord, QueryResult, RecoveryLease, ReleaseCause, UnknownCause, fixture,
@@ -33,7 +33,7 @@ fn samples() -> Vec<(&'static str, OperationRecord)> {
         },
     );
     rich.fingerprint = Fingerprint {
-        version: FINGERPRINT_VERSION,
+        version: 1,
         parts: vec![(Category::Amount, [1; 32]), (Category::Upstream, [2; 32])],
     };
     rich.parent = Some(OperationId([3; 16]));
