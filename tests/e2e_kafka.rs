@@ -695,3 +695,157 @@ async fn a_members_topic_with_several_partitions_is_refused_by_name() {
         "{stderr}"
     );
 }
+
+/// What a client sees through `node` of operation `id` as agent-b, optionally with a forged
+/// forwarding header: the status, the body, and every `x-opledger-*` header name.
+async fn probe(server: &Server, id: &str, forged: Option<&str>) -> (u16, Value, Vec<String>) {
+    let mut request = server
+        .raw()
+        .get(format!("{}/v1/operations/{id}", server.base))
+        .bearer_auth(common::TOKEN_B);
+    if let Some(value) = forged {
+        request = request
+            .header("x-opledger-forwarded", value)
+            .header("x-opledger-peer-signature", "00".repeat(32));
+    }
+    let response = request.send().await.expect("answers");
+    let internal = response
+        .headers()
+        .keys()
+        .map(|name| name.as_str().to_owned())
+        .filter(|name| name.starts_with("x-opledger"))
+        .collect();
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("json"), internal)
+}
+
+/// Sends a peer request to `server`'s peer endpoint as a client would forge it: signed with
+/// `secret` (not the cluster's), or with no signature at all.
+async fn forged_peer_request(
+    server: &Server,
+    request: &opledger::cluster::peer::PeerRequest,
+    secret: Option<&str>,
+) -> (u16, String) {
+    let body = opledger::cluster::peer::encode(request);
+    let time = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as u64;
+    let nonce = opledger::cluster::auth::nonce();
+    let mut post = server
+        .raw()
+        .post(format!(
+            "{}{}",
+            server.base,
+            opledger::cluster::peer::PEER_PATH
+        ))
+        .bearer_auth(TOKEN_A)
+        .header(opledger::cluster::peer::TIME, time.to_string())
+        .header(opledger::cluster::peer::NONCE, hex::encode(nonce));
+    if let Some(secret) = secret {
+        let key = opledger::cluster::auth::PeerKey::new(secret);
+        let signature = key.sign("request", &[&time.to_be_bytes(), &nonce, &body]);
+        post = post.header(opledger::cluster::peer::SIGNATURE, hex::encode(signature));
+    }
+    let response = post.body(body).send().await.expect("answers");
+    let status = response.status().as_u16();
+    (status, response.text().await.expect("text"))
+}
+
+/// Nodes authenticate each other and a client can pass for neither a node nor a forwarder:
+/// another principal's operation — on this node's partitions or another's — answers exactly
+/// like an id that exists nowhere, forged internal headers change nothing, no answer names
+/// which node serves what, and a peer request signed without the cluster's secret (even with
+/// a client's valid token) is refused before it is read, appending nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_can_neither_pass_for_a_node_nor_tell_foreign_from_missing() {
+    use opledger::cluster::peer::PeerRequest;
+    use opledger::core::event::{EventBody, OwnerChange};
+    use opledger::core::key::{OperationId, ScopedHash};
+    use opledger::partition::Lookup;
+
+    let log = kafka_log(&test_brokers(), &fresh_name("probe"), 4);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let nodes: Vec<Server> = (0..2)
+        .map(|i| Server::start_kafka(&tmp.path().join(format!("n{i}")), &log, ""))
+        .collect();
+    all_partitions_served(&[&nodes[0], &nodes[1]], 4).await;
+    let mut ids = Vec::new();
+    for k in 0..8 {
+        let key = format!("k-probe-{k}");
+        let (status, body) = answered(|| {
+            nodes[0].try_post(TOKEN_A, "/v1/operations", Some(&key), charge("w", "1.00", "c"))
+        })
+        .await;
+        assert_eq!(status, 201, "{body}");
+        ids.push(body["operation_id"].as_str().expect("id").to_owned());
+    }
+    let before = nodes[0].cli_json("audit")["events"].clone();
+
+    let missing = [
+        "00000000-0000-8000-8000-000000000000",
+        "7c09a1e2-5b3d-8f00-9a11-0123456789ab",
+    ];
+    let (status, reference, headers) = probe(&nodes[0], missing[0], None).await;
+    assert_eq!(
+        (status, reference["error"]["code"].as_str()),
+        (404, Some("not_found")),
+        "{reference}"
+    );
+    assert!(headers.is_empty(), "{headers:?}");
+    let forgeries = [None, Some("1"), Some("node-0"), Some("true")];
+    for node in &nodes {
+        for id in ids.iter().map(String::as_str).chain(missing) {
+            for forged in forgeries {
+                let (status, body, headers) = probe(node, id, forged).await;
+                assert_eq!(
+                    (status, &body),
+                    (404, &reference),
+                    "{id} via {} forged {forged:?}",
+                    node.base
+                );
+                assert!(headers.is_empty(), "{headers:?}");
+            }
+        }
+        // The owner still reads its own operations, forged headers or not.
+        for forged in forgeries {
+            let mut request = node
+                .raw()
+                .get(format!("{}/v1/operations/{}", node.base, ids[0]))
+                .bearer_auth(TOKEN_A);
+            if let Some(value) = forged {
+                request = request.header("x-opledger-forwarded", value);
+            }
+            let (status, body) = common::send(request).await;
+            assert_eq!(status, 200, "{body}");
+        }
+    }
+
+    // The peer endpoint: unsigned, or signed with another secret, is refused unread.
+    let takeover = PeerRequest::Submit {
+        partition: 0,
+        scope: ScopedHash::of_partition(0),
+        body: EventBody::OwnerChanged(OwnerChange {
+            owner: "intruder".into(),
+            rules: 1,
+        }),
+    };
+    let read = PeerRequest::Read {
+        partition: 0,
+        lookup: Lookup::Id(OperationId::parse(&ids[0]).expect("id")),
+    };
+    for node in &nodes {
+        for request in [&takeover, &read] {
+            for secret in [None, Some("not-the-cluster-secret-0123456789")] {
+                let (status, text) = forged_peer_request(node, request, secret).await;
+                assert_eq!(status, 401, "{text}");
+                assert!(text.contains("peer_secret"), "{text}");
+            }
+        }
+    }
+    assert_eq!(
+        nodes[0].cli_json("audit")["events"],
+        before,
+        "nothing appended, no ownership taken"
+    );
+}
