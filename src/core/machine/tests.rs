@@ -1195,3 +1195,95 @@ mod model {
         }
     }
 }
+
+// Gaps found by cargo-mutants: each test below fails under a mutant that survived before.
+
+#[test]
+fn given_completed_when_an_operator_resolves_with_another_result_then_already_finished() {
+    let mut s = manual();
+    s.when(LEASE + 1, take_over("ops-1", None));
+    let found = resolve("ops-1", ResolvedOutcome::Completed(result("ch_9")));
+    assert_eq!(s.when(LEASE + 2, found.clone()), Decision::Accepted);
+    assert_eq!(
+        s.when(
+            LEASE + 3,
+            resolve("ops-1", ResolvedOutcome::Completed(result("ch_other")))
+        ),
+        Decision::Rejected(Rejection::AlreadyFinished),
+        "a different result is no repetition"
+    );
+    assert_eq!(s.when(LEASE + 4, found), Decision::Unchanged);
+    assert_eq!(
+        s.state(),
+        &OpState::Completed {
+            result: result("ch_9")
+        }
+    );
+}
+
+#[test]
+fn given_a_definite_failure_when_an_operator_resolves_then_already_finished() {
+    let mut s = Scenario::claimed();
+    assert_eq!(
+        s.when(5, fail("w1", FailureKind::Definite, "declined")),
+        Decision::Accepted
+    );
+    for outcome in [
+        ResolvedOutcome::NotExecuted,
+        ResolvedOutcome::Completed(result("x")),
+    ] {
+        assert_eq!(
+            s.when(6, resolve("ops-1", outcome)),
+            Decision::Rejected(Rejection::AlreadyFinished)
+        );
+    }
+}
+
+#[test]
+fn given_an_unknown_outcome_of_an_unqueryable_tool_when_recovery_starts_then_nothing_to_recover() {
+    // No flow puts an unqueryable tool's operation in `outcome_unknown` (it goes to a person),
+    // but a recovery lease on one would query a tool that cannot answer: refused.
+    let state = OpState::OutcomeUnknown {
+        cause: UnknownCause::LeaseLapsed,
+    };
+    for (queryable, decision) in [
+        (false, Decision::Rejected(Rejection::NothingToRecover)),
+        (true, Decision::Accepted),
+    ] {
+        let mut s = Scenario::new(terms(ToolClass::Keyed, queryable));
+        let mut record = crate::core::operation::fixture(3, state.clone(), queryable);
+        record.scope = ScopedHash([3; 32]);
+        record.id = OperationId::for_scope(&record.scope);
+        s.record = Some(record);
+        assert_eq!(s.when(10, start("r1")), decision, "queryable: {queryable}");
+    }
+}
+
+#[test]
+fn given_changes_that_keep_the_state_when_logged_then_updated_at_is_their_log_time() {
+    let mut s = Scenario::claimed();
+    assert_eq!(s.record().updated_at_ms, 0);
+    assert_eq!(s.when(100, s.claim("w1")), Decision::Execute);
+    assert_eq!(s.record().updated_at_ms, 100, "a renewed lease");
+    assert_eq!(
+        s.when(200, EventBody::Heartbeat(by("w1", None))),
+        Decision::Accepted
+    );
+    assert_eq!(s.record().updated_at_ms, 200, "a heartbeat");
+    assert_eq!(s.when(200 + LEASE, start("r1")), Decision::Accepted);
+    assert_eq!(s.state().name(), "outcome_unknown");
+    assert_eq!(s.record().updated_at_ms, 200 + LEASE);
+    assert_eq!(
+        s.when(300 + LEASE, evidence("r1", inconclusive(None))),
+        Decision::Accepted
+    );
+    assert_eq!(
+        s.record().updated_at_ms,
+        300 + LEASE,
+        "inconclusive evidence"
+    );
+    let due = s.record().recovery.next_check_at_ms;
+    assert_eq!(s.when(due, start("r2")), Decision::Accepted);
+    assert_eq!(s.record().updated_at_ms, due, "a recovery lease held");
+    assert_eq!(s.record().created_at_ms, 0);
+}
