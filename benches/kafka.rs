@@ -233,7 +233,7 @@ fn config_for(tmp: &std::path::Path, brokers: &str, name: &str, n: usize) -> Con
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     // Warnings and errors of the nodes (an arbiter that stops says why).
-    opledger::telemetry::init(Some("warn"));
+    opledger::telemetry::init(Some("warn"), opledger::telemetry::LogFormat::Text);
     let scale = if quick { 1 } else { 4 };
     let tmp = tempfile::tempdir().expect("tempdir");
     let brokers = brokers(tmp.path());

@@ -4,11 +4,23 @@
 
 use tracing_subscriber::EnvFilter;
 
+/// How log lines are written: plain text for a terminal, or one JSON object per line for a
+/// log collector (`{"timestamp","level","fields":{"message",…}}`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
 /// Installs the global subscriber, writing to stderr. The filter (such as `info` or
 /// `opledger=trace`) is the first of: `flag` (the command line's `--log-level`), `OPLEDGER_LOG`,
 /// `RUST_LOG`, else `info` — a flag overrides the environment, as usual. A filter that does not
-/// parse is skipped for the next, with a warning once logging runs.
-pub fn init(flag: Option<&str>) {
+/// parse is skipped for the next, with a warning once logging runs. Lines are written as
+/// `format` says.
+pub fn init(flag: Option<&str>, format: LogFormat) {
     let candidates = [
         ("--log-level", flag.map(str::to_owned)),
         ("OPLEDGER_LOG", std::env::var("OPLEDGER_LOG").ok()),
@@ -27,12 +39,16 @@ pub fn init(flag: Option<&str>) {
         })
         .unwrap_or_else(|| EnvFilter::new("info"));
     // A second init (in tests) keeps the first subscriber.
-    let _ = tracing_subscriber::fmt()
+    let lines = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .try_init();
+        .with_target(false);
+    let _ = match format {
+        LogFormat::Text => lines
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
+        LogFormat::Json => lines.json().with_ansi(false).try_init(),
+    };
     for r in refused {
         tracing::warn!("ignoring the log filter {r}");
     }

@@ -77,6 +77,78 @@ fn a_bad_config_fails_with_the_setting_named_and_nothing_started() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read config file"));
 }
 
+/// Every config error names the file, the line, the setting (and its value when it is no
+/// secret), says what is allowed in the file's words — never in Rust's — and is said once;
+/// a config that is valid setting by setting but could serve nobody fails `check` too.
+#[test]
+fn config_errors_name_file_line_setting_and_what_is_allowed_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let principal = "[[principal]]\nid = \"a\"\ntoken = \"a-long-token\"\nroles = [\"agent\"]\n";
+    let tool = "[[tool]]\nname = \"t\"\nclass = \"keyed\"\n";
+    let cases: Vec<(String, Vec<&str>)> = vec![
+        (
+            format!("{principal}{tool}[limits]\nheader_read_timeout = \"-5s\"\n"),
+            vec![
+                "line 9",
+                "header_read_timeout",
+                "\"-5s\"",
+                "positive duration",
+            ],
+        ),
+        (
+            format!("{principal}{tool}[log]\npartitions = \"four\"\n"),
+            vec!["line 9", "[log] partitions", "whole number"],
+        ),
+        (
+            format!("data_dir = 5\n{principal}{tool}"),
+            vec!["line 1", "data_dir", "a path in quotes"],
+        ),
+        (
+            format!("{principal}{tool}lease = \"forever\"\n"),
+            vec!["line 8", "lease = \"forever\"", "a duration like \"30s\""],
+        ),
+        (
+            format!("{principal}tools = [\"nope\"]\n{tool}"),
+            vec!["line 5", "principal `a`", "\"nope\"", "not a declared tool"],
+        ),
+        (
+            format!("{principal}{tool}[tool.fingerprint]\nprice = [\"p\"]\n"),
+            vec!["line 9", "price", "one of amount"],
+        ),
+        (String::new(), vec!["no [[principal]]"]),
+        (principal.to_owned(), vec!["no [[tool]]"]),
+        (
+            format!("{}{tool}", principal.replace("agent", "auditor")),
+            vec!["no principal has the agent role"],
+        ),
+    ];
+    for (n, (text, says)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("case-{n}.toml"));
+        std::fs::write(&path, text).expect("writes");
+        let out = opledger()
+            .args(["check", "--config"])
+            .arg(&path)
+            .output()
+            .expect("runs");
+        assert!(!out.status.success(), "case {n} must fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with(&format!("opledger: error: config file {}", path.display())),
+            "case {n}: {err}"
+        );
+        for said in says {
+            assert_eq!(
+                err.matches(said).count(),
+                1,
+                "case {n}: {said:?} once in {err}"
+            );
+        }
+        for rust in ["expected u32", "expected usize", "path string", "at 0"] {
+            assert!(!err.contains(rust), "case {n}: {err}");
+        }
+    }
+}
+
 /// `opledger check` on `path`, which must pass; what it printed.
 fn check_passes(path: &std::path::Path) -> String {
     let out = opledger()
@@ -225,6 +297,62 @@ fn log_filters_follow_the_usual_precedence() {
         "the flag before the environment"
     );
     assert!(!shows_info(&[], Some("warn")));
+}
+
+/// `--log-format json` (or `OPLEDGER_LOG_FORMAT=json`, the flag winning) writes every log line
+/// as one JSON object a collector can parse; text is the default.
+#[test]
+fn json_log_lines_parse_one_object_per_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = empty_ledger(dir.path());
+    let stderr = |env: Option<&str>, flag: Option<&str>| {
+        let mut command = opledger();
+        command
+            .args(["export", "--log-level", "info", "--config"])
+            .arg(&config)
+            .env_remove("OPLEDGER_LOG_FORMAT");
+        if let Some(format) = env {
+            command.env("OPLEDGER_LOG_FORMAT", format);
+        }
+        if let Some(format) = flag {
+            command.args(["--log-format", format]);
+        }
+        let out = command.output().expect("runs");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    for (env, flag) in [(None, Some("json")), (Some("json"), None)] {
+        let text = stderr(env, flag);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(!lines.is_empty(), "{text}");
+        for line in &lines {
+            let object: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            assert!(
+                object["level"].is_string() && object["timestamp"].is_string(),
+                "{line}"
+            );
+        }
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("\"message\"") && l.contains("exported")),
+            "{text}"
+        );
+    }
+    let text = stderr(Some("json"), Some("text"));
+    assert!(text.contains("exported"), "{text}");
+    assert!(
+        text.lines()
+            .all(|l| serde_json::from_str::<serde_json::Value>(l).is_err()),
+        "the flag wins over the environment: {text}"
+    );
+    let bad = opledger()
+        .args(["export", "--log-format", "yaml", "--config"])
+        .arg(&config)
+        .output()
+        .expect("runs");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("text, json"));
 }
 
 /// `audit … | head -1`: the reader goes away before the summary is printed, and the command

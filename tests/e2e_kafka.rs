@@ -774,7 +774,12 @@ async fn a_client_can_neither_pass_for_a_node_nor_tell_foreign_from_missing() {
     for k in 0..8 {
         let key = format!("k-probe-{k}");
         let (status, body) = answered(|| {
-            nodes[0].try_post(TOKEN_A, "/v1/operations", Some(&key), charge("w", "1.00", "c"))
+            nodes[0].try_post(
+                TOKEN_A,
+                "/v1/operations",
+                Some(&key),
+                charge("w", "1.00", "c"),
+            )
         })
         .await;
         assert_eq!(status, 201, "{body}");

@@ -26,7 +26,7 @@ fn log_for_reading(config: &Config) -> anyhow::Result<Arc<AnyLog>> {
 }
 
 pub(super) fn audit(args: &ConfigArgs) -> anyhow::Result<()> {
-    opledger::telemetry::init(args.log_level.as_deref());
+    opledger::telemetry::init(args.log_level.as_deref(), args.log_format);
     let (config, _) = load(args)?;
     let mut bar = progress::Bar::new("replaying events");
     let show = |p: opledger::partition::Progress| bar.show(p.applied, p.total);
@@ -41,7 +41,7 @@ pub(super) fn audit(args: &ConfigArgs) -> anyhow::Result<()> {
 
 pub(super) fn verify(args: &ConfigArgs, against: Option<&std::path::Path>) -> anyhow::Result<()> {
     use opledger::consumers::verify::{ChainHeads, verify as run};
-    opledger::telemetry::init(args.log_level.as_deref());
+    opledger::telemetry::init(args.log_level.as_deref(), args.log_format);
     let (config, _) = load(args)?;
     let recorded = match against {
         Some(path) => {
@@ -104,7 +104,7 @@ pub(super) fn export(
     filter: opledger::consumers::export::ExportFilter,
 ) -> anyhow::Result<()> {
     use opledger::consumers::export::export as run;
-    opledger::telemetry::init(args.log_level.as_deref());
+    opledger::telemetry::init(args.log_level.as_deref(), args.log_format);
     let (config, _) = load(args)?;
     filter.check()?;
     let stdout = std::io::stdout();
@@ -119,7 +119,7 @@ pub(super) fn export(
 
 pub(super) fn history(args: &ConfigArgs, id: &str) -> anyhow::Result<()> {
     use opledger::consumers::history::{HistoryError, Source, history as run};
-    opledger::telemetry::init(args.log_level.as_deref());
+    opledger::telemetry::init(args.log_level.as_deref(), args.log_format);
     let (config, _) = load(args)?;
     let id = opledger::core::key::OperationId::parse(id).ok_or_else(|| {
         anyhow::anyhow!("{id:?} is not an operation id (a UUID as the API answers it)")
@@ -153,7 +153,7 @@ pub(super) fn history(args: &ConfigArgs, id: &str) -> anyhow::Result<()> {
 }
 
 pub(super) fn rebuild(args: &ConfigArgs) -> anyhow::Result<()> {
-    opledger::telemetry::init(args.log_level.as_deref());
+    opledger::telemetry::init(args.log_level.as_deref(), args.log_format);
     let (config, _) = load(args)?;
     let mut bar = progress::Bar::new("rebuilding projection");
     let summary = runtime()?.block_on(opledger::node::rebuild(&config, |p| {

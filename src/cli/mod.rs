@@ -36,6 +36,10 @@ struct ConfigArgs {
     /// RUST_LOG, else `info`.
     #[arg(long, value_name = "FILTER")]
     log_level: Option<String>,
+    /// How log lines are written to stderr: `text`, or `json` (one object per line, for a log
+    /// collector).
+    #[arg(long, env = "OPLEDGER_LOG_FORMAT", value_enum, default_value_t = opledger::telemetry::LogFormat::Text)]
+    log_format: opledger::telemetry::LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -253,6 +257,7 @@ fn parse_time(text: &str) -> Result<u64, String> {
 
 fn check(path: &std::path::Path) -> anyhow::Result<()> {
     let config = Config::load(path)?;
+    config.check_serviceable(path)?;
     if let Some(files) = &config.tls {
         opledger::api::tls::acceptor(files)?;
     }
@@ -286,7 +291,7 @@ fn check(path: &std::path::Path) -> anyhow::Result<()> {
 }
 
 fn demo(options: opledger::demo::DemoOptions, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
-    opledger::telemetry::init(Some("warn"));
+    opledger::telemetry::init(Some("warn"), opledger::telemetry::LogFormat::Text);
     let temporary = data_dir.is_none();
     let dir = data_dir.unwrap_or_else(|| {
         std::env::temp_dir().join(format!("opledger-demo-{}", uuid::Uuid::new_v4().simple()))

@@ -38,8 +38,11 @@ fn override_backend(config: &mut Config, o: &Overrides) -> anyhow::Result<()> {
 
 /// Runs `serve`.
 pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
-    opledger::telemetry::init(args.log_level.as_deref());
+    opledger::telemetry::init(args.log_level.as_deref(), args.log_format);
     let (mut config, dev_token) = load(args)?;
+    if let Some(path) = &args.config {
+        config.check_serviceable(path)?;
+    }
     if let Some(addr) = overrides.listen {
         config.listen = addr;
     }

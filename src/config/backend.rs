@@ -2,8 +2,8 @@
 //! secret nodes
 //! share.
 
-use super::ConfigError;
 use super::raw::RawLog;
+use super::{ConfigError, Setting};
 use serde::Deserialize;
 
 /// Which backend holds the log.
@@ -97,11 +97,11 @@ pub const PEER_SECRET_ENV: &str = "OPLEDGER_PEER_SECRET";
 
 /// The backend `[log]` names, with its settings checked.
 pub(super) fn validate_backend(log: &RawLog) -> Result<Backend, ConfigError> {
-    let invalid = |m: String| ConfigError::Invalid(m);
+    let invalid = |key: &'static str, m: String| ConfigError::invalid(Setting::Key("log", key), m);
     let backend = match (log.backend.as_str(), log.brokers.clone()) {
         ("embedded", _) => Backend::Embedded,
         ("kafka", Some(brokers)) if !brokers.trim().is_empty() => {
-            let name = |value: &Option<String>, default: &str, what: &str| {
+            let name = |value: &Option<String>, default: &str, what: &'static str| {
                 let v = value.clone().unwrap_or_else(|| default.to_owned());
                 let ok = !v.is_empty()
                     && v.len() <= 249
@@ -110,9 +110,12 @@ pub(super) fn validate_backend(log: &RawLog) -> Result<Backend, ConfigError> {
                 if ok {
                     Ok(v)
                 } else {
-                    Err(invalid(format!(
-                        "[log] {what} = {v:?}: use 1-249 characters of a-z, A-Z, 0-9, '.', '_', '-'"
-                    )))
+                    Err(invalid(
+                        what,
+                        format!(
+                            "[log] {what} = {v:?}: use 1-249 characters of a-z, A-Z, 0-9, '.', '_', '-'"
+                        ),
+                    ))
                 }
             };
             let topic = name(&log.topic, KAFKA_TOPIC_DEFAULT, "topic")?;
@@ -123,6 +126,7 @@ pub(super) fn validate_backend(log: &RawLog) -> Result<Backend, ConfigError> {
             )?;
             if topic == members_topic {
                 return Err(invalid(
+                    "members_topic",
                     "[log] topic and members_topic must differ".to_owned(),
                 ));
             }
@@ -133,6 +137,7 @@ pub(super) fn validate_backend(log: &RawLog) -> Result<Backend, ConfigError> {
                 .or_else(PeerSecret::from_env);
             if peer_secret.as_ref().is_some_and(|s| s.0.len() < 16) {
                 return Err(invalid(
+                    "peer_secret",
                     "[log] peer_secret must be at least 16 characters (it authenticates nodes to each other)"
                         .to_owned(),
                 ));
@@ -140,15 +145,19 @@ pub(super) fn validate_backend(log: &RawLog) -> Result<Backend, ConfigError> {
             let replication_factor = log.replication_factor.unwrap_or(3);
             if replication_factor == 0 {
                 return Err(invalid(
+                    "replication_factor",
                     "[log] replication_factor must be at least 1".to_owned(),
                 ));
             }
             if let Some(advertise) = &log.advertise
                 && !(advertise.starts_with("http://") || advertise.starts_with("https://"))
             {
-                return Err(invalid(format!(
-                    "[log] advertise = {advertise:?} must be an http:// or https:// address"
-                )));
+                return Err(invalid(
+                    "advertise",
+                    format!(
+                        "[log] advertise = {advertise:?} must be an http:// or https:// address"
+                    ),
+                ));
             }
             let member_timeout = match &log.member_timeout {
                 None => MEMBER_TIMEOUT_DEFAULT,
@@ -156,14 +165,17 @@ pub(super) fn validate_backend(log: &RawLog) -> Result<Backend, ConfigError> {
                     .ok()
                     .filter(|d| (2..=300).contains(&d.as_secs()))
                     .ok_or_else(|| {
-                        invalid(format!(
+                        invalid("member_timeout", format!(
                             "[log] member_timeout = {text:?}: use a duration from \"2s\" to \"5m\" (nodes announce themselves every second), e.g. \"3s\""
                         ))
                     })?,
             };
             let librdkafka: Vec<(String, String)> = log.librdkafka.clone().into_iter().collect();
             if let Err(e) = crate::log::kafka::check_producer_settings(&librdkafka) {
-                return Err(invalid(format!("[log.librdkafka] {e}")));
+                return Err(ConfigError::invalid(
+                    Setting::Key("log", "librdkafka"),
+                    format!("[log.librdkafka] {e}"),
+                ));
             }
             Backend::Kafka(KafkaSettings {
                 brokers,
@@ -181,13 +193,15 @@ pub(super) fn validate_backend(log: &RawLog) -> Result<Backend, ConfigError> {
         }
         ("kafka", _) => {
             return Err(invalid(
+                "backend",
                 "[log] backend = \"kafka\" needs brokers = \"host:port,…\"".to_owned(),
             ));
         }
         (other, _) => {
-            return Err(invalid(format!(
-                "[log] backend = {other:?}: expected \"embedded\" or \"kafka\""
-            )));
+            return Err(invalid(
+                "backend",
+                format!("[log] backend = {other:?}: expected \"embedded\" or \"kafka\""),
+            ));
         }
     };
     Ok(backend)

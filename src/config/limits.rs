@@ -1,8 +1,8 @@
 //! `[limits]` settings of the HTTP listener: how long a client may take, how many connections
 //! are served at once, and how long a stop waits for requests in flight.
 
-use super::ConfigError;
 use super::raw::RawLimits;
+use super::{ConfigError, Setting};
 use std::time::Duration;
 
 /// TLS on the listener: a PEM certificate chain and its PEM private key.
@@ -68,14 +68,18 @@ pub(super) fn validate_http_limits(raw: &RawLimits) -> Result<HttpLimits, Config
     limits.send_timeout = duration("send_timeout", &raw.send_timeout, limits.send_timeout)?;
     match raw.connections_max {
         Some(0) => {
-            return Err(ConfigError::Invalid(
-                "[limits] connections_max = 0 would serve nobody; give at least 1".into(),
+            return Err(ConfigError::invalid(
+                Setting::Key("limits", "connections_max"),
+                "[limits] connections_max = 0 would serve nobody; give at least 1",
             ));
         }
         Some(n) if n > CONNECTIONS_MAX_LIMIT => {
-            return Err(ConfigError::Invalid(format!(
-                "[limits] connections_max = {n} is more than {CONNECTIONS_MAX_LIMIT}; each connection is a file descriptor"
-            )));
+            return Err(ConfigError::invalid(
+                Setting::Key("limits", "connections_max"),
+                format!(
+                    "[limits] connections_max = {n} is more than {CONNECTIONS_MAX_LIMIT}; each connection is a file descriptor"
+                ),
+            ));
         }
         Some(n) => limits.connections_max = n,
         None => {}

@@ -3,6 +3,7 @@
 
 mod backend;
 mod development;
+mod error;
 mod limits;
 mod principals;
 mod raw;
@@ -14,6 +15,7 @@ pub use backend::{
     PeerSecret,
 };
 pub use development::DEVELOPMENT_TOOLS;
+pub use error::{ConfigError, Place, Setting};
 pub use limits::{HttpLimits, TlsFiles};
 pub use principals::{Principal, RateLimit, Role, token_hash};
 pub use recovery::RecoveryOptions;
@@ -28,30 +30,6 @@ use std::path::{Path, PathBuf};
 pub const BODY_BYTES_MAX_DEFAULT: usize = 64 * 1024;
 /// Partitions of a new log when the config does not say.
 pub const PARTITIONS_DEFAULT: u32 = 8;
-
-/// What is wrong with a config. Messages name the file's setting; they never echo a token.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The file is not valid TOML for this schema.
-    #[error("config file {path} is not valid: {message}")]
-    Syntax {
-        /// The file.
-        path: PathBuf,
-        /// The parser's explanation (line, column, expected keys).
-        message: String,
-    },
-    /// A setting has a bad value.
-    #[error("config: {0}")]
-    Invalid(String),
-}
 
 /// A validated configuration.
 #[derive(Clone, Debug)]
@@ -89,19 +67,11 @@ impl Config {
             path: path.to_owned(),
             source,
         })?;
-        Self::parse(&text).map_err(|e| match e {
-            ConfigError::Syntax { message, .. } => ConfigError::Syntax {
-                path: path.to_owned(),
-                message,
-            },
-            other => other,
-        })
+        Self::parse(&text).map_err(|e| e.placed(None, Some(path)))
     }
 
     /// Parses and validates config text.
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
-        // Only the parser's message and position: its default rendering quotes the source line,
-        // which may hold a token.
         let raw: RawConfig = toml::from_str(text).map_err(|e| {
             let at = e.span().map(|s| s.start).unwrap_or(0).min(text.len());
             let before = &text.as_bytes()[..at];
@@ -112,47 +82,64 @@ impl Config {
                     .rposition(|&b| b == b'\n')
                     .map_or(0, |p| p + 1)
                 + 1;
+            // Only the parser's message, in the file's words, and the setting's name: its
+            // default rendering quotes the source line, which may hold a token.
+            let message = error::humane(e.message().trim());
             ConfigError::Syntax {
-                path: PathBuf::from("<text>"),
-                message: format!(
-                    "line {line}, column {column}: {}",
-                    without_quoted_values(e.message().trim())
-                ),
+                place: Box::new(Place {
+                    line: Some(line),
+                    column: Some(column),
+                    ..Place::default()
+                }),
+                message: match error::setting_on_line(text, line) {
+                    Some(setting) => format!("{setting}: {message}"),
+                    None => message,
+                },
             }
         })?;
-        Self::validate(raw)
+        Self::validate(raw).map_err(|e| e.placed(Some(text), None))
     }
 
     fn validate(raw: RawConfig) -> Result<Self, ConfigError> {
-        let invalid = |m: String| ConfigError::Invalid(m);
+        let invalid = ConfigError::invalid;
         let listen: SocketAddr = raw.listen.parse().map_err(|_| {
-            invalid(format!(
-                "listen = {:?} is not an address like 127.0.0.1:7070",
-                raw.listen
-            ))
+            invalid(
+                Setting::Key("", "listen"),
+                format!(
+                    "listen = {:?} is not an address like 127.0.0.1:7070",
+                    raw.listen
+                ),
+            )
         })?;
         if raw.log.partitions == 0 || raw.log.partitions > 4096 {
-            return Err(invalid(format!(
-                "[log] partitions = {} must be between 1 and 4096",
-                raw.log.partitions
-            )));
+            return Err(invalid(
+                Setting::Key("log", "partitions"),
+                format!(
+                    "[log] partitions = {} must be between 1 and 4096",
+                    raw.log.partitions
+                ),
+            ));
         }
         if let Some(w) = raw.log.writer_threads
             && (w == 0 || w > raw.log.partitions)
         {
-            return Err(invalid(format!(
-                "[log] writer_threads = {w} must be between 1 and partitions ({})",
-                raw.log.partitions
-            )));
+            return Err(invalid(
+                Setting::Key("log", "writer_threads"),
+                format!(
+                    "[log] writer_threads = {w} must be between 1 and partitions ({})",
+                    raw.log.partitions
+                ),
+            ));
         }
         let backend = backend::validate_backend(&raw.log)?;
         let tools = tools::validate_tools(raw.tools)?;
         let principals_by_token = principals::validate_principals(raw.principals, &tools)?;
         let body_bytes_max = raw.limits.body_bytes_max.unwrap_or(BODY_BYTES_MAX_DEFAULT);
         if body_bytes_max < 256 {
-            return Err(invalid(format!(
-                "[limits] body_bytes_max = {body_bytes_max} is too small (at least 256)"
-            )));
+            return Err(invalid(
+                Setting::Key("limits", "body_bytes_max"),
+                format!("[limits] body_bytes_max = {body_bytes_max} is too small (at least 256)"),
+            ));
         }
         let http = limits::validate_http_limits(&raw.limits)?;
         let tls = raw.tls.map(|t| TlsFiles {
@@ -161,8 +148,8 @@ impl Config {
         });
         if tls.is_some() && matches!(backend, Backend::Kafka(_)) {
             // Nodes of a topic ask each other on the same listener, over plain HTTP.
-            return Err(invalid(
-                "[tls] works on the embedded backend only: on Kafka, nodes ask each other on the listener over plain HTTP; terminate TLS in a proxy in front of each node".into(),
+            return Err(invalid(Setting::Key("tls", ""),
+                "[tls] works on the embedded backend only: on Kafka, nodes ask each other on the listener over plain HTTP; terminate TLS in a proxy in front of each node".to_owned(),
             ));
         }
         let recovery = recovery::validate_recovery(raw.recovery)?;
@@ -183,10 +170,50 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Whether a node serving this config could serve anyone: a config can be valid setting by
+    /// setting and still useless (an empty file is). `serve` and `check` refuse such a config;
+    /// the offline commands (audit, verify, …) need only its log settings.
+    pub fn check_serviceable(&self, path: &Path) -> Result<(), ConfigError> {
+        let place = || {
+            Box::new(Place {
+                path: Some(path.to_owned()),
+                ..Place::default()
+            })
+        };
+        let refuse = |message: &str| {
+            Err(ConfigError::Invalid {
+                place: place(),
+                message: message.to_owned(),
+            })
+        };
+        if self.principals_by_token.is_empty() {
+            return refuse(
+                "no [[principal]] is declared, so every request would be refused (401): add one with an id, a token and roles (see the README's configuration reference)",
+            );
+        }
+        if self.tools.is_empty() {
+            return refuse(
+                "no [[tool]] is declared, so every claim would be refused (unknown_tool): declare the tools your agents call, each with its class",
+            );
+        }
+        if !self
+            .principals_by_token
+            .values()
+            .any(|p| p.roles.contains(&Role::Agent))
+        {
+            return refuse(
+                "no principal has the agent role, so nobody could claim an operation: give roles = [\"agent\"] to the principals your agents use",
+            );
+        }
+        Ok(())
+    }
+}
+
 /// A setting that is a positive duration (`"10s"`, `"500ms"`), or `default` when absent.
 fn positive_duration(
-    section: &str,
-    setting: &str,
+    section: &'static str,
+    setting: &'static str,
     text: Option<&str>,
     default: std::time::Duration,
 ) -> Result<std::time::Duration, ConfigError> {
@@ -200,24 +227,10 @@ fn positive_duration(
         .ok()
         .filter(|d| !d.is_zero() && *d <= LONGEST)
         .ok_or_else(|| {
-            ConfigError::Invalid(format!(
+            ConfigError::invalid(Setting::Key(section, setting), format!(
                 "[{section}] {setting} = {text:?} is not a positive duration of at most a day, like \"10s\" or \"500ms\""
             ))
         })
-}
-
-/// serde's "invalid type: integer `123`" quotes the value, which may be a token written as a
-/// number; keep the quoted names of other messages ("unknown field `x`"), drop quoted values.
-fn without_quoted_values(message: &str) -> String {
-    if !message.starts_with("invalid ") {
-        return message.to_owned();
-    }
-    message
-        .split('`')
-        .enumerate()
-        .map(|(i, part)| if i % 2 == 1 { "…" } else { part })
-        .collect::<Vec<_>>()
-        .join("`")
 }
 
 #[cfg(test)]

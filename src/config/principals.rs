@@ -1,7 +1,7 @@
 //! `[[principal]]`: who may call, with which roles and tools, authenticated by a token hash.
 
-use super::ConfigError;
 use super::raw::RawPrincipal;
+use super::{ConfigError, Setting};
 use crate::core::contract::ToolContract;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
@@ -57,8 +57,13 @@ pub(super) fn validate_principals(
 ) -> Result<HashMap<[u8; 32], Principal>, ConfigError> {
     let mut by_token = HashMap::new();
     let mut ids = HashSet::new();
-    for p in raw {
-        let invalid = |m: String| ConfigError::Invalid(format!("principal `{}`: {m}", p.id));
+    for (index, p) in raw.into_iter().enumerate() {
+        let invalid = |key: &'static str, m: String| {
+            ConfigError::invalid(
+                Setting::Entry("principal", index, key.to_owned()),
+                format!("principal `{}`: {m}", p.id),
+            )
+        };
         if p.id.is_empty()
             || p.id.len() > 128
             || !p
@@ -66,27 +71,38 @@ pub(super) fn validate_principals(
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"._-@".contains(&b))
         {
-            return Err(ConfigError::Invalid(format!(
-                "principal id {:?} must be 1-128 characters of A-Z a-z 0-9 . _ - @",
-                p.id
-            )));
+            return Err(ConfigError::invalid(
+                Setting::Entry("principal", index, "id".into()),
+                format!(
+                    "principal id {:?} must be 1-128 characters of A-Z a-z 0-9 . _ - @",
+                    p.id
+                ),
+            ));
         }
         if !ids.insert(p.id.clone()) {
-            return Err(invalid("declared twice".to_owned()));
+            return Err(invalid("id", "declared twice".to_owned()));
         }
         let hash = match (&p.token, &p.token_sha256) {
             (Some(token), None) if token.len() >= 8 => token_hash(token),
-            (Some(_), None) => return Err(invalid("token must be at least 8 characters".into())),
+            (Some(_), None) => {
+                return Err(invalid(
+                    "token",
+                    "token must be at least 8 characters".into(),
+                ));
+            }
             (None, Some(hex_hash)) => hex::decode(hex_hash.trim())
                 .ok()
                 .and_then(|b| <[u8; 32]>::try_from(b).ok())
-                .ok_or_else(|| invalid("token_sha256 must be 64 hex digits".into()))?,
+                .ok_or_else(|| {
+                    invalid("token_sha256", "token_sha256 must be 64 hex digits".into())
+                })?,
             (Some(_), Some(_)) => {
                 return Err(invalid(
+                    "token",
                     "give either token or token_sha256, not both".into(),
                 ));
             }
-            (None, None) => return Err(invalid("needs token or token_sha256".into())),
+            (None, None) => return Err(invalid("", "needs token or token_sha256".into())),
         };
         let mut roles = HashSet::new();
         for r in &p.roles {
@@ -95,9 +111,10 @@ pub(super) fn validate_principals(
                 "operator" => Role::Operator,
                 "auditor" => Role::Auditor,
                 other => {
-                    return Err(invalid(format!(
-                        "role {other:?} is not one of agent, operator, auditor"
-                    )));
+                    return Err(invalid(
+                        "roles",
+                        format!("role {other:?} is not one of agent, operator, auditor"),
+                    ));
                 }
             });
         }
@@ -106,9 +123,10 @@ pub(super) fn validate_principals(
         } else {
             for t in &p.tools {
                 if !tools.contains_key(t) {
-                    return Err(invalid(format!(
-                        "tools lists {t:?}, which is not a declared tool"
-                    )));
+                    return Err(invalid(
+                        "tools",
+                        format!("tools lists {t:?}, which is not a declared tool"),
+                    ));
                 }
             }
             Some(p.tools.iter().cloned().collect())
@@ -116,10 +134,14 @@ pub(super) fn validate_principals(
         let rate = match (p.rate, p.burst) {
             (None, None) => None,
             (None, Some(_)) => {
-                return Err(invalid("burst needs a rate (requests a second)".into()));
+                return Err(invalid(
+                    "burst",
+                    "burst needs a rate (requests a second)".into(),
+                ));
             }
             (Some(0), _) | (_, Some(0)) => {
                 return Err(invalid(
+                    "rate",
                     "rate and burst must be at least 1 (leave rate out for no limit)".into(),
                 ));
             }
@@ -135,7 +157,10 @@ pub(super) fn validate_principals(
             rate,
         };
         if by_token.insert(hash, principal).is_some() {
-            return Err(invalid("shares its token with another principal".into()));
+            return Err(invalid(
+                "token",
+                "shares its token with another principal".into(),
+            ));
         }
     }
     Ok(by_token)

@@ -1,7 +1,7 @@
 //! `[recovery]`: how the recovery consumer runs, or that it does not.
 
-use super::ConfigError;
 use super::raw::RawRecovery;
+use super::{ConfigError, Setting};
 use std::time::Duration;
 
 /// How the recovery consumer runs.
@@ -51,9 +51,10 @@ pub(super) fn validate_recovery(raw: RawRecovery) -> Result<Option<RecoveryOptio
     ] {
         match value {
             Some(0) => {
-                return Err(ConfigError::Invalid(format!(
-                    "[recovery] {setting} must be at least 1"
-                )));
+                return Err(ConfigError::invalid(
+                    Setting::Key("recovery", setting),
+                    format!("[recovery] {setting} must be at least 1"),
+                ));
             }
             Some(v) => *target = v,
             None => {}

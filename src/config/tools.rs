@@ -1,16 +1,20 @@
 //! `[[tool]]`: tool contracts, their fingerprint specs and durations.
 
-use super::ConfigError;
 use super::raw::RawTool;
+use super::{ConfigError, Setting};
 use crate::core::contract::ToolContract;
-use crate::core::fingerprint::{Category, FingerprintSpec};
+use crate::core::fingerprint::{Category, FingerprintError, FingerprintSpec};
 use std::collections::HashMap;
 
 pub(super) fn validate_tools(
     raw: Vec<RawTool>,
 ) -> Result<HashMap<String, ToolContract>, ConfigError> {
     let mut tools = HashMap::new();
-    for t in raw {
+    let mut entries = HashMap::new();
+    for (index, t) in raw.into_iter().enumerate() {
+        let invalid = |key: &str, m: String| {
+            ConfigError::invalid(Setting::Entry("tool", index, key.to_owned()), m)
+        };
         if t.name.is_empty()
             || t.name.len() > 128
             || !t
@@ -18,10 +22,13 @@ pub(super) fn validate_tools(
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
         {
-            return Err(ConfigError::Invalid(format!(
-                "tool name {:?} must be 1-128 characters of A-Z a-z 0-9 . _ -",
-                t.name
-            )));
+            return Err(invalid(
+                "name",
+                format!(
+                    "tool name {:?} must be 1-128 characters of A-Z a-z 0-9 . _ -",
+                    t.name
+                ),
+            ));
         }
         let mut spec = FingerprintSpec {
             ignore: t.ignore,
@@ -30,28 +37,49 @@ pub(super) fn validate_tools(
         };
         for (category, fields) in t.fingerprint {
             let category: Category = category.parse().map_err(|_| {
-                ConfigError::Invalid(format!(
+                invalid(&format!("fingerprint.{category}"), format!(
                     "tool `{}`: fingerprint category {category:?} is not one of amount, recipient, target, body, other",
                     t.name
                 ))
             })?;
             if category == Category::Upstream {
-                return Err(ConfigError::Invalid(format!(
-                    "tool `{}`: the `upstream` fingerprint category is filled by the server from the parent operation",
-                    t.name
-                )));
+                return Err(invalid(
+                    "fingerprint",
+                    format!(
+                        "tool `{}`: the `upstream` fingerprint category is filled by the server from the parent operation",
+                        t.name
+                    ),
+                ));
             }
             spec.fields.insert(category, fields);
         }
         spec.validate().map_err(|e| {
-            ConfigError::Invalid(format!(
-                "tool `{}`: fingerprint, ignore or required: {e}",
-                t.name
-            ))
+            // Name the list the path is in, so the line is the right one.
+            let key = match &e {
+                FingerprintError::InvalidFieldPath { path, .. }
+                | FingerprintError::DuplicateFieldPath(path)
+                    if spec.required.contains(path) && !spec.ignore.contains(path) =>
+                {
+                    "required"
+                }
+                FingerprintError::InvalidFieldPath { path, .. }
+                | FingerprintError::DuplicateFieldPath(path)
+                    if spec.ignore.contains(path) =>
+                {
+                    "ignore"
+                }
+                _ => "fingerprint",
+            };
+            invalid(
+                key,
+                format!("tool `{}`: fingerprint, ignore or required: {e}", t.name),
+            )
         })?;
         let contract = ToolContract {
-            lease_ms: parse_duration_ms(&t.name, "lease", &t.lease)?,
-            retention_ms: parse_duration_ms(&t.name, "retention", &t.retention)?,
+            lease_ms: parse_duration_ms(&t.name, "lease", &t.lease)
+                .map_err(|m| invalid("lease", m))?,
+            retention_ms: parse_duration_ms(&t.name, "retention", &t.retention)
+                .map_err(|m| invalid("retention", m))?,
             name: t.name.clone(),
             class: t.class,
             loss: t.loss,
@@ -62,33 +90,35 @@ pub(super) fn validate_tools(
         };
         contract
             .validate()
-            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+            .map_err(|e| invalid("", e.to_string()))?;
         if tools.insert(t.name.clone(), contract).is_some() {
-            return Err(ConfigError::Invalid(format!(
-                "tool `{}` is declared twice",
-                t.name
-            )));
+            return Err(invalid(
+                "name",
+                format!("tool `{}` is declared twice", t.name),
+            ));
         }
+        entries.insert(t.name, index);
     }
     for contract in tools.values() {
         if let Some(comp) = &contract.compensation
             && !tools.contains_key(comp)
         {
-            return Err(ConfigError::Invalid(format!(
-                "tool `{}`: compensation = {comp:?} names no declared tool",
-                contract.name
-            )));
+            return Err(ConfigError::invalid(
+                Setting::Entry("tool", entries[&contract.name], "compensation".into()),
+                format!(
+                    "tool `{}`: compensation = {comp:?} names no declared tool",
+                    contract.name
+                ),
+            ));
         }
     }
     Ok(tools)
 }
 
-fn parse_duration_ms(tool: &str, setting: &str, text: &str) -> Result<u64, ConfigError> {
-    let d = humantime::parse_duration(text).map_err(|e| {
-        ConfigError::Invalid(format!(
-            "tool `{tool}`: {setting} = {text:?} is not a duration like \"30s\" or \"48h\": {e}"
-        ))
+/// A duration setting of a tool in ms, or what is wrong with it.
+fn parse_duration_ms(tool: &str, setting: &str, text: &str) -> Result<u64, String> {
+    let d = humantime::parse_duration(text).map_err(|_| {
+        format!("tool `{tool}`: {setting} = {text:?} is not a duration like \"30s\" or \"48h\"")
     })?;
-    u64::try_from(d.as_millis())
-        .map_err(|_| ConfigError::Invalid(format!("tool `{tool}`: {setting} is too long")))
+    u64::try_from(d.as_millis()).map_err(|_| format!("tool `{tool}`: {setting} is too long"))
 }

@@ -95,6 +95,29 @@ pub enum Rejection {
 }
 
 impl Rejection {
+    /// Every rejection, in the order of their numbers (fields zero), for documentation checks.
+    pub const ALL: [Rejection; 16] = [
+        Rejection::UnknownOperation,
+        Rejection::StaleVersion {
+            expected: 0,
+            current: 0,
+        },
+        Rejection::NotHolder,
+        Rejection::AlreadyFinished,
+        Rejection::LeaseExpired,
+        Rejection::NotRunning,
+        Rejection::NothingToTakeOver,
+        Rejection::TakenOverByAnother,
+        Rejection::NotTakenOver,
+        Rejection::NothingToRecover,
+        Rejection::LeaseLive,
+        Rejection::RecoveryInProgress,
+        Rejection::NotDue,
+        Rejection::NotRecoverer,
+        Rejection::NotExpired,
+        Rejection::NotSettled,
+    ];
+
     /// The stable public code.
     pub fn code(self) -> &'static str {
         match self {
@@ -209,6 +232,12 @@ mod tests {
         (Rejection::NotExpired, "not_expired", 15),
         (Rejection::NotSettled, "not_settled", 16),
     ];
+
+    #[test]
+    fn given_every_rejection_then_all_lists_each_once_by_number() {
+        let numbers: Vec<u16> = Rejection::ALL.iter().map(|r| r.number()).collect();
+        assert_eq!(numbers, (1..=16).collect::<Vec<u16>>());
+    }
 
     #[test]
     fn given_every_rejection_then_its_code_and_number_are_pinned_and_never_reused() {

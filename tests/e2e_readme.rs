@@ -1,0 +1,177 @@
+//! The README's curl walk-through, run as pasted: its shell blocks, in order, against the real
+//! `opledger serve` on the development default, with only what a reader fills in replaced
+//! (the printed token, the port a test must pick, the operation id the first answer gave).
+//! Every `"key":value` the README shows in an answer's comment must be in the real answer.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"));
+
+/// The `sh` blocks of the section, in order.
+fn blocks(section: &str) -> Vec<String> {
+    let start = README.find(section).expect("the section is in the README");
+    let body = &README[start + section.len()..];
+    let body = &body[..body.find("\n## ").unwrap_or(body.len())];
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in body.lines() {
+        let trimmed = line.trim_start();
+        match (&mut current, trimmed) {
+            (None, "```sh") => current = Some(String::new()),
+            (Some(_), "```") => blocks.push(current.take().expect("open block")),
+            (Some(block), _) => {
+                block.push_str(trimmed);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+/// The `"key":value` pairs a block's `# {…}` comment shows (values elided with `…` skipped).
+fn shown_pairs(block: &str) -> Vec<String> {
+    let comment: String = block
+        .lines()
+        .filter_map(|l| l.strip_prefix('#'))
+        .collect::<Vec<_>>()
+        .join("");
+    let mut pairs = Vec::new();
+    let mut rest = comment.as_str();
+    while let Some(at) = rest.find("\":") {
+        let key_start = rest[..at].rfind('"').expect("a quoted key");
+        let value = &rest[at + 2..];
+        let end = value.find([',', '}']).unwrap_or(value.len());
+        let pair = format!("{}{}", &rest[key_start..at + 2], &value[..end]);
+        if !pair.contains('…') && !value.starts_with('{') {
+            pairs.push(pair.replace(' ', ""));
+        }
+        rest = &rest[at + 2..];
+    }
+    pairs
+}
+
+#[test]
+fn the_readme_curl_walk_through_runs_as_pasted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .env_remove("OPLEDGER_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve starts");
+    let (mut token, mut address) = (None, None);
+    for line in BufReader::new(serve.stdout.take().expect("stdout")).lines() {
+        let line = line.expect("banner line");
+        if let Some(t) = line.split_whitespace().find(|w| w.starts_with("dev-")) {
+            token.get_or_insert_with(|| t.to_owned());
+        }
+        if let Some(a) = line.strip_prefix("opledger listening on ") {
+            address = Some(a.split_whitespace().next().expect("address").to_owned());
+            break;
+        }
+    }
+    let (token, address) = (token.expect("a dev token"), address.expect("an address"));
+    let base = if address.starts_with("http") {
+        address
+    } else {
+        format!("http://{address}")
+    };
+
+    let blocks = blocks("## A walk through with curl");
+    assert_eq!(blocks.len(), 5, "setup and four steps: {blocks:?}");
+    let setup = blocks[0]
+        .replace("TOKEN=dev-...", &format!("TOKEN={token}"))
+        .replace("API=http://127.0.0.1:7070", &format!("API={base}"));
+    assert!(setup.contains(&token) && setup.contains(&base), "{setup}");
+    let mut id: Option<String> = None;
+    for (step, block) in blocks[1..].iter().enumerate() {
+        let commands = match &id {
+            Some(id) => block.replace("<operation_id>", id),
+            None => block.clone(),
+        };
+        assert!(
+            !commands.contains('<'),
+            "step {step}: nothing left to fill in: {commands}"
+        );
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(format!("set -eu\n{setup}\n{commands}"))
+            .output()
+            .expect("bash runs");
+        assert!(out.status.success(), "step {step}: {out:?}");
+        let answer = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        let parsed: serde_json::Value = serde_json::from_str(&answer)
+            .unwrap_or_else(|e| panic!("step {step}: not JSON ({e}): {answer}"));
+        if id.is_none() {
+            id = parsed["operation_id"].as_str().map(str::to_owned);
+        }
+        let shown = shown_pairs(block);
+        assert!(!shown.is_empty(), "step {step} shows an answer: {block}");
+        for pair in shown {
+            assert!(
+                answer.contains(&pair),
+                "step {step}: {pair} not in {answer}"
+            );
+        }
+    }
+    let _ = serve.kill();
+    let _ = serve.wait();
+}
+
+/// Every error code the API answers and every rejection code is in the README's tables, each
+/// with what to do.
+#[test]
+fn every_error_and_rejection_code_is_documented() {
+    let codes = [
+        "missing_key",
+        "invalid_key",
+        "duplicate_key",
+        "unknown_tool",
+        "invalid_field",
+        "invalid_request",
+        "unknown_parent",
+        "malformed_json",
+        "invalid_body",
+        "unauthenticated",
+        "forbidden",
+        "tool_not_allowed",
+        "not_found",
+        "no_route",
+        "body_timeout",
+        "parent_not_completed",
+        "no_compensation",
+        "original_not_settled",
+        "nothing_to_compensate",
+        "body_too_large",
+        "rate_limited",
+        "projection_error",
+        "misrouted",
+        "unavailable",
+        "owner_unavailable",
+        "decision_timeout",
+    ];
+    let rows: Vec<&str> = README.lines().filter(|l| l.starts_with("| ")).collect();
+    let documented = |code: &str| {
+        rows.iter()
+            .any(|row| row.contains(&format!("`{code}`")) && row.len() > code.len() + 20)
+    };
+    for code in codes {
+        assert!(
+            documented(code),
+            "error code {code} is not in the README's table"
+        );
+    }
+    for rejection in opledger::core::decision::Rejection::ALL {
+        let code = rejection.code();
+        assert!(
+            rows.iter()
+                .any(|row| row.starts_with(&format!("| `{code}` |"))),
+            "rejection {code} is not in the README's table"
+        );
+        assert!(!rejection.message().is_empty());
+    }
+}
