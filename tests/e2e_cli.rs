@@ -74,7 +74,13 @@ fn a_bad_config_fails_with_the_setting_named_and_nothing_started() {
         .arg(dir.path().join("missing.toml"))
         .output()
         .expect("runs");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read config file"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot read config file"), "{err}");
+    assert_eq!(
+        err.matches("No such file or directory").count(),
+        1,
+        "the cause is said once: {err}"
+    );
 }
 
 /// Every config error names the file, the line, the setting (and its value when it is no
