@@ -25,7 +25,8 @@ class = "keyed"
 loss = "high"
 lease = "30s"
 [tool.fingerprint]
-amount = ["amount", "currency"]
+amount = ["amount"]
+other = ["currency"]
 recipient = ["customer"]
 "#
     )

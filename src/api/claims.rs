@@ -3,11 +3,11 @@
 
 use super::answer::{render_answer, render_record};
 use super::error::ApiError;
-use super::request::{agent_json, operation_id};
+use super::request::{PathId, agent_json, operation_id};
 use super::{ApiState, auth};
 use crate::ledger::{ClaimInput, Claimed};
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -75,7 +75,7 @@ pub(super) async fn claim(
 
 pub(super) async fn read(
     State(state): State<Arc<ApiState>>,
-    Path(id): Path<String>,
+    id: PathId,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let principal = auth::authenticate(&state.principals, &headers)?;
@@ -93,7 +93,7 @@ struct CompensateBody {
 
 pub(super) async fn compensate(
     State(state): State<Arc<ApiState>>,
-    Path(id): Path<String>,
+    id: PathId,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {

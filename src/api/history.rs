@@ -2,10 +2,10 @@
 //! decision each got, read through its partition's history index (no scan of the log).
 
 use super::error::ApiError;
-use super::request::operation_id;
+use super::request::{PathId, operation_id};
 use super::{ApiState, auth};
 use crate::config::Role;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// `GET /v1/operations/{id}/history`: any principal's operation, for the `auditor` role only.
 pub(super) async fn history(
     State(state): State<Arc<ApiState>>,
-    Path(id): Path<String>,
+    id: PathId,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let principal = auth::authenticate(&state.principals, &headers)?;

@@ -5,11 +5,11 @@ use super::ApiState;
 use super::answer::{reconciliation_item, render_answer};
 use super::error::ApiError;
 use super::reports::ResultBody;
-use super::request::{json_body, operation_id, operator, optional_json_body};
+use super::request::{PathId, json_body, operation_id, operator, optional_json_body, whole};
 use crate::core::event::{BusinessResult, ResolvedOutcome};
 use crate::ledger::OperatorCommand;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -40,12 +40,13 @@ pub(super) async fn reconciliation(
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct TakeOverBody {
+    #[serde(default, deserialize_with = "whole::optional")]
     expected_version: Option<u64>,
 }
 
 pub(super) async fn take_over(
     State(state): State<Arc<ApiState>>,
-    Path(id): Path<String>,
+    id: PathId,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -73,12 +74,13 @@ enum OutcomeBody {
 struct ResolveBody {
     outcome: OutcomeBody,
     result: Option<ResultBody>,
+    #[serde(default, deserialize_with = "whole::optional")]
     expected_version: Option<u64>,
 }
 
 pub(super) async fn resolve(
     State(state): State<Arc<ApiState>>,
-    Path(id): Path<String>,
+    id: PathId,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {

@@ -3,12 +3,12 @@
 use super::ApiState;
 use super::answer::render_answer;
 use super::error::ApiError;
-use super::request::{agent_json, operation_id};
+use super::request::{PathId, agent_json, operation_id, whole};
 use crate::config::Principal;
 use crate::core::event::{BusinessResult, FailureKind};
 use crate::ledger::Report;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Deserialize;
@@ -19,6 +19,7 @@ use std::sync::Arc;
 #[serde(deny_unknown_fields)]
 struct HolderBody {
     holder: String,
+    #[serde(default, deserialize_with = "whole::optional")]
     expected_version: Option<u64>,
 }
 
@@ -26,6 +27,7 @@ struct HolderBody {
 #[serde(deny_unknown_fields)]
 pub(super) struct ResultBody {
     pub(super) resource_ref: String,
+    #[serde(deserialize_with = "whole::required")]
     pub(super) status: u16,
     #[serde(default)]
     pub(super) headers: BTreeMap<String, String>,
@@ -35,6 +37,7 @@ pub(super) struct ResultBody {
 #[serde(deny_unknown_fields)]
 struct CompleteBody {
     holder: String,
+    #[serde(default, deserialize_with = "whole::optional")]
     expected_version: Option<u64>,
     result: ResultBody,
 }
@@ -50,6 +53,7 @@ enum FailKindBody {
 #[serde(deny_unknown_fields)]
 struct FailBody {
     holder: String,
+    #[serde(default, deserialize_with = "whole::optional")]
     expected_version: Option<u64>,
     kind: FailKindBody,
     code: String,
@@ -58,7 +62,7 @@ struct FailBody {
 async fn report(
     state: &ApiState,
     principal: &Principal,
-    id: &str,
+    id: &PathId,
     holder: &str,
     expected_version: Option<u64>,
     report: Report,
@@ -78,7 +82,7 @@ async fn report(
 
 pub(super) async fn heartbeat(
     State(state): State<Arc<ApiState>>,
-    Path(id): Path<String>,
+    id: PathId,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -96,7 +100,7 @@ pub(super) async fn heartbeat(
 
 pub(super) async fn unknown(
     State(state): State<Arc<ApiState>>,
-    Path(id): Path<String>,
+    id: PathId,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -114,7 +118,7 @@ pub(super) async fn unknown(
 
 pub(super) async fn complete(
     State(state): State<Arc<ApiState>>,
-    Path(id): Path<String>,
+    id: PathId,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -130,7 +134,7 @@ pub(super) async fn complete(
 
 pub(super) async fn fail(
     State(state): State<Arc<ApiState>>,
-    Path(id): Path<String>,
+    id: PathId,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
