@@ -4,7 +4,7 @@ import hashlib, json, struct, copy
 from decimal import Decimal
 
 TAG1, TAG2 = b"opledger/fingerprint/v1", b"opledger/fingerprint/v2"
-ORDER = ["amount", "recipient", "target", "body", "upstream", "other"]
+ORDER = ["amount", "recipient", "target", "body", "upstream", "other", "unlisted"]
 
 def lp(b): return struct.pack(">I", len(b)) + b
 
@@ -58,12 +58,12 @@ def remove(m, segs):
 def v2(spec, ignore, req, upstream=None):
     parts = {}
     for cat, paths in spec.items():
-        if cat != "other" and paths:
+        if paths:
             parts[cat] = hash_category(TAG1, cat, paths, None, req)
     rest = copy.deepcopy(req)
     for p in [p for ps in spec.values() for p in ps] + ignore:
         remove(rest, p.split("."))
-    parts["other"] = hash_category(TAG2, "other", spec.get("other", []), rest, req)
+    parts["unlisted"] = hash_category(TAG2, "unlisted", [], rest, req)
     if upstream is not None:
         parts["upstream"] = hashlib.sha256(lp(TAG1) + lp(b"upstream") + lp(upstream.encode())).hexdigest()
     return parts

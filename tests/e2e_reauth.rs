@@ -132,6 +132,33 @@ async fn a_bad_reload_keeps_the_principals_and_revoked_failures_are_withheld_too
     assert!(!b.to_string().contains("12345678987654321"), "{b}");
     let (s, _) = server.get(TOKEN_B, &format!("/v1/operations/{id}")).await;
     assert_eq!(s, 200, "the previous principals stay");
+    // A config valid setting by setting but without a principal would lock everyone out,
+    // the operator's next reload included: refused the same way.
+    let without_principals: String = good
+        .split("[[principal]]")
+        .enumerate()
+        .map(|(i, part)| {
+            if i == 0 {
+                part.to_owned()
+            } else {
+                part[part.find("\n[[").map_or(part.len(), |e| e)..].to_owned()
+            }
+        })
+        .collect();
+    assert!(
+        !without_principals.contains("token"),
+        "{without_principals}"
+    );
+    std::fs::write(&server.config, &without_principals).expect("writes");
+    let (s, b) = send(server.raw().post(&reload).bearer_auth(TOKEN_A)).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (400, Some("invalid_config")),
+        "{b}"
+    );
+    assert!(b.to_string().contains("no [[principal]]"), "{b}");
+    let (s, _) = server.get(TOKEN_B, &format!("/v1/operations/{id}")).await;
+    assert_eq!(s, 200, "the previous principals stay");
 
     std::fs::write(
         &server.config,

@@ -105,6 +105,12 @@ async fn unknown_outcomes_converge_on_what_the_external_system_says() {
         sim.answer(id, vec![(200, json!({"state": "succeeded", "resource_ref": "ext-5", "fields": {"amount": "99.00", "currency": "EUR"}}))]);
     })
     .await;
+    // The currency is a named `other` field (no decimal, so not an `amount`): a report that
+    // differs in it is a mismatch too.
+    let currency = unknown_with(&server, "currency-mismatch", |id| {
+        sim.answer(id, vec![(200, json!({"state": "succeeded", "resource_ref": "ext-6", "fields": {"amount": "10.50", "currency": "USD"}}))]);
+    })
+    .await;
 
     let now = settles(&server, &found, "completed").await;
     assert_eq!(now["result"]["resource_ref"], "ext-1");
@@ -139,6 +145,7 @@ async fn unknown_outcomes_converge_on_what_the_external_system_says() {
     assert_eq!(now["failure"]["code"], "declined");
 
     settles(&server, &mismatch, "manual").await;
+    settles(&server, &currency, "manual").await;
     let (_, queue) = server.get(TOKEN_A, "/v1/reconciliation").await;
     assert!(
         queue["items"][0]["guidance"]

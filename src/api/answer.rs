@@ -210,9 +210,9 @@ pub fn reconciliation_item(record: &OperationRecord) -> Value {
     };
     let categories: Vec<&str> = record
         .fingerprint
-        .parts
+        .reported_categories()
         .iter()
-        .map(|(c, _)| c.as_str())
+        .map(|c| c.as_str())
         .collect();
     let id = record.id;
     let step = if operator.is_some() {

@@ -127,7 +127,10 @@ pub fn reload_principals(state: &ApiState) -> Result<usize, ApiError> {
             "this node runs the development default; there is no config file to reload",
         )
     })?;
+    // A config that would lock everyone out (the operator's next reload included) is refused
+    // like an invalid one: the principals in force stay.
     let config = crate::config::Config::load(path)
+        .and_then(|config| config.check_serviceable(path).map(|()| config))
         .map_err(|e| ApiError::bad_request("invalid_config", e.to_string()))?;
     let count = state.principals.replace(&config.principals_by_token);
     tracing::info!(

@@ -139,25 +139,87 @@ fn table_span(table: &dyn toml_edit::TableLike) -> Option<std::ops::Range<usize>
     table.iter().find_map(|(key, _)| table.key(key)?.span())
 }
 
+/// Names a config file may use, as keys or tables. Only these are ever repeated back from the
+/// text: a line that fails to parse may be a pasted token that merely looks like a key.
+const KNOWN_NAMES: &[&str] = &[
+    "accept_unknown_risk",
+    "advertise",
+    "amount",
+    "backend",
+    "body",
+    "body_bytes_max",
+    "body_read_timeout",
+    "brokers",
+    "burst",
+    "cert",
+    "class",
+    "compensation",
+    "concurrency",
+    "connections_max",
+    "data_dir",
+    "enabled",
+    "fingerprint",
+    "header_read_timeout",
+    "id",
+    "ignore",
+    "key",
+    "lease",
+    "librdkafka",
+    "limits",
+    "listen",
+    "log",
+    "loss",
+    "member_timeout",
+    "members_topic",
+    "name",
+    "other",
+    "partitions",
+    "peer_secret",
+    "principal",
+    "projection_cache_mb",
+    "query_timeout",
+    "rate",
+    "recipient",
+    "recovery",
+    "replication_factor",
+    "required",
+    "retention",
+    "roles",
+    "scan_batch",
+    "send_timeout",
+    "shutdown_grace",
+    "status_url",
+    "target",
+    "tick",
+    "tls",
+    "token",
+    "token_sha256",
+    "tool",
+    "tools",
+    "topic",
+    "writer_threads",
+];
+
 /// The setting written on `line` (from 1) of `text`, with its table: `[log] partitions`,
-/// `[[tool]] lease`. Only the key's name, never the value.
+/// `[[tool]] lease`. Only names this file format knows, never a value nor anything else
+/// written there.
 pub(super) fn setting_on_line(text: &str, line: usize) -> Option<String> {
     let lines: Vec<&str> = text.lines().collect();
     let written = lines.get(line.checked_sub(1)?)?;
     let key = written.split_once('=')?.0.trim();
-    let bare = |k: &str| {
-        !k.is_empty()
-            && k.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_-.\"".contains(&b))
-    };
-    if !bare(key) {
+    if !KNOWN_NAMES.contains(&key) {
         return None;
     }
     let table = lines[..line - 1]
         .iter()
         .rev()
         .map(|l| l.trim())
-        .find(|l| l.starts_with('['));
+        .find(|l| l.starts_with('['))
+        .filter(|t| {
+            t.trim_matches(|c| c == '[' || c == ']')
+                .split('.')
+                .all(|part| KNOWN_NAMES.contains(&part))
+        });
     Some(match table {
         Some(table) => format!("{table} {key}"),
         None => key.to_owned(),
@@ -263,6 +325,15 @@ mod tests {
         assert_eq!(setting_on_line(TEXT, 99), None);
         assert_eq!(setting_on_line(TEXT, 0), None);
         assert_eq!(setting_on_line("a b c = 1", 1), None, "not a key");
+        // A pasted token that parses as a key is never repeated back, nor a table's name.
+        assert_eq!(
+            setting_on_line("[[principal]]\nc2VjcmV0dG9rZW4= 1", 2),
+            None
+        );
+        assert_eq!(
+            setting_on_line("[c2VjcmV0]\nlisten = 5", 2).as_deref(),
+            Some("listen")
+        );
     }
 
     #[test]

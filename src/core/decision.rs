@@ -235,8 +235,13 @@ mod tests {
 
     #[test]
     fn given_every_rejection_then_all_lists_each_once_by_number() {
-        let numbers: Vec<u16> = Rejection::ALL.iter().map(|r| r.number()).collect();
-        assert_eq!(numbers, (1..=16).collect::<Vec<u16>>());
+        // PINNED is tied to the exhaustive match below, so ALL cannot miss a variant either.
+        let all: Vec<(&str, u16)> = Rejection::ALL
+            .iter()
+            .map(|r| (r.code(), r.number()))
+            .collect();
+        let pinned: Vec<(&str, u16)> = PINNED.iter().map(|(_, c, n)| (*c, *n)).collect();
+        assert_eq!(all, pinned);
     }
 
     #[test]

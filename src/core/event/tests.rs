@@ -231,3 +231,29 @@ fn given_a_version_to_write_then_only_known_versions_and_no_lossy_v1_are_written
     let (back, version) = decode(&encode_as(&newer, 2).expect("v2 carries it")).expect("decodes");
     assert_eq!((back, version), (newer, 2));
 }
+
+/// `unlisted` was added at the end of the frozen category enum: every earlier variant keeps its
+/// index (the fixtures above prove those), and the new one is index 6, after `other`.
+#[test]
+fn given_an_unlisted_part_when_encoded_then_it_is_the_seventh_category_and_round_trips() {
+    let mut envelope = sample_claim();
+    if let EventBody::Claimed(claim) = &mut envelope.body {
+        claim.fingerprint = Fingerprint {
+            version: 2,
+            parts: vec![
+                (Category::Other, [0xab; 32]),
+                (Category::Unlisted, [0xcd; 32]),
+            ],
+        };
+    }
+    let bytes = encode(&envelope).expect("encodes");
+    let at = |fill: u8| {
+        bytes
+            .windows(32)
+            .position(|w| w == [fill; 32])
+            .expect("the hash is in the payload")
+    };
+    assert_eq!(bytes[at(0xab) - 1], 5, "other keeps index 5");
+    assert_eq!(bytes[at(0xcd) - 1], 6, "unlisted is index 6");
+    assert_eq!(decode(&bytes).expect("decodes").0, envelope);
+}

@@ -39,7 +39,7 @@ fn redact(value: &mut Value) {
                 {
                     *inner = json!({
                         "version": f.version,
-                        "categories": f.parts.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(),
+                        "categories": f.reported_categories().iter().map(|c| c.as_str()).collect::<Vec<_>>(),
                         "summary": f.short_hex(),
                     });
                     continue;

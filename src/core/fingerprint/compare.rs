@@ -1,6 +1,6 @@
 //! [`Fingerprint`]: the stored value, comparing two of them, and its serde form.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use sha2::{Digest, Sha256};
 
@@ -32,33 +32,47 @@ impl Fingerprint {
     /// every category present on either side (or `[other]` if both are empty). The
     /// caller should avoid this case by recomputing the new request with the stored
     /// version ([`fingerprint_for_version`](super::fingerprint_for_version)).
+    ///
+    /// Categories are named as callers see them ([`Category::reported`]): a difference in the
+    /// unlisted fields is one in `other`.
     pub fn differing_categories(&self, other: &Fingerprint) -> Vec<Category> {
         let mine: BTreeMap<Category, &[u8; 32]> = self.parts.iter().map(|(c, h)| (*c, h)).collect();
         let theirs: BTreeMap<Category, &[u8; 32]> =
             other.parts.iter().map(|(c, h)| (*c, h)).collect();
-        let all: std::collections::BTreeSet<Category> =
-            mine.keys().chain(theirs.keys()).copied().collect();
-        if self.version != other.version {
-            return if all.is_empty() {
-                vec![Category::Other]
+        let all: BTreeSet<Category> = mine.keys().chain(theirs.keys()).copied().collect();
+        let differing: BTreeSet<Category> = if self.version != other.version {
+            if all.is_empty() {
+                BTreeSet::from([Category::Other])
             } else {
-                all.into_iter().collect()
-            };
-        }
-        all.into_iter()
-            .filter(|c| mine.get(c) != theirs.get(c))
+                all
+            }
+        } else {
+            all.into_iter()
+                .filter(|c| mine.get(c) != theirs.get(c))
+                .collect()
+        };
+        differing
+            .into_iter()
+            .map(Category::reported)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
             .collect()
     }
 
+    /// The categories this fingerprint has, as callers see them (sorted, each once).
+    pub fn reported_categories(&self) -> Vec<Category> {
+        let all: BTreeSet<Category> = self.parts.iter().map(|(c, _)| c.reported()).collect();
+        all.into_iter().collect()
+    }
+
     /// True when an external system's report of some fields (`reported`, hashed like the
-    /// listed categories of every version) contradicts this fingerprint. Only reported
-    /// categories are compared, and from version 2 on never `other`: it also covers the
-    /// request's unlisted fields, which no external system reports.
+    /// listed categories of every version) contradicts this fingerprint: a reported category
+    /// that differs or that this fingerprint lacks. Only reported categories are compared (an
+    /// external system never reports the unlisted fields).
     pub fn contradicted_by(&self, reported: &Fingerprint) -> bool {
         reported
             .parts
             .iter()
-            .filter(|(category, _)| self.version < 2 || *category != Category::Other)
             .any(|(category, hash)| self.part(*category) != Some(hash))
     }
 
@@ -179,11 +193,12 @@ mod tests {
             );
             assert!(stored.contradicted_by(&report("11")), "v{}", stored.version);
         }
-        // Version 1's `other` covers only the listed field: a report of it is compared.
+        // A listed `other` field (a currency, say) is compared under both versions: the
+        // unlisted fields are a part of their own, which no report has.
         let other_changed =
             fingerprint_v1(&spec, &json!({"amount": "10", "note": "x"}), None).expect("report");
         assert!(v1.contradicted_by(&other_changed));
-        assert!(!v2.contradicted_by(&other_changed));
+        assert!(v2.contradicted_by(&other_changed));
         // A category the stored fingerprint lacks is a contradiction.
         let only_amount =
             crate::core::fingerprint::test_support::spec(&[(Category::Amount, &["amount"])]);

@@ -4,7 +4,7 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::{Category, Fingerprint, FingerprintError, FingerprintSpec, v2};
+use super::{Category, Fingerprint, FingerprintError, FingerprintSpec};
 use crate::core::canonical::{self, CanonicalError, MAX_CANONICAL_BYTES, Mode};
 
 /// Domain-separation tag at the start of every v1 category hash input.
@@ -12,21 +12,6 @@ pub const DOMAIN_TAG_V1: &str = "opledger/fingerprint/v1";
 
 /// Maximum length of an upstream result reference in bytes.
 pub const MAX_UPSTREAM_REF_BYTES: usize = 1024;
-
-/// Computes the fingerprint with the given rules version. Use it with the stored version
-/// when comparing a retry against a stored fingerprint.
-pub fn fingerprint_for_version(
-    version: u16,
-    spec: &FingerprintSpec,
-    request: &Value,
-    upstream_ref: Option<&str>,
-) -> Result<Fingerprint, FingerprintError> {
-    match version {
-        1 => fingerprint_v1(spec, request, upstream_ref),
-        2 => v2::fingerprint_v2(spec, request, upstream_ref),
-        v => Err(FingerprintError::UnsupportedVersion(v)),
-    }
-}
 
 /// Computes the version 1 fingerprint of `request` under `spec`.
 ///
@@ -218,6 +203,7 @@ pub(super) fn put_lp(h: &mut Sha256, bytes: &[u8]) {
 mod tests {
     use super::*;
     use crate::core::canonical::MAX_DEPTH;
+    use crate::core::fingerprint::fingerprint_for_version;
     use crate::core::fingerprint::test_support::{base, diff, fp, payment_spec, spec};
     use proptest::prelude::*;
     use serde_json::json;
@@ -413,7 +399,7 @@ mod tests {
         );
         assert_eq!(
             fingerprint_for_version(2, &s, &base(), None),
-            super::v2::fingerprint_v2(&s, &base(), None)
+            crate::core::fingerprint::fingerprint_v2(&s, &base(), None)
         );
         assert_eq!(
             fingerprint_for_version(1, &s, &base(), None),

@@ -27,6 +27,11 @@ pub enum FingerprintError {
         "category `upstream` cannot be listed in a fingerprint spec; it comes from the upstream reference"
     )]
     UpstreamInSpec,
+    /// The spec lists category `unlisted`, which only the server fills.
+    #[error(
+        "category `unlisted` cannot be listed in a fingerprint spec; it holds the fields the contract does not name"
+    )]
+    UnlistedInSpec,
     /// The spec lists more field paths than allowed.
     #[error("fingerprint spec lists more than {limit} fields")]
     TooManyFields {
@@ -87,6 +92,7 @@ impl FingerprintError {
             FingerprintError::InvalidFieldPath { .. } => "invalid_field_path",
             FingerprintError::DuplicateFieldPath(_) => "duplicate_field_path",
             FingerprintError::UpstreamInSpec => "upstream_in_spec",
+            FingerprintError::UnlistedInSpec => "unlisted_in_spec",
             FingerprintError::TooManyFields { .. } => "too_many_fields",
             FingerprintError::EmptyUpstreamRef => "empty_upstream_ref",
             FingerprintError::UpstreamRefTooLong { .. } => "upstream_ref_too_long",
@@ -107,6 +113,69 @@ impl From<CanonicalError> for FingerprintError {
             CanonicalError::NumberOutOfRange { limit } => {
                 FingerprintError::NumberOutOfRange { limit }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The codes are public (API answers, the vectors): each pinned, each distinct, and no
+    /// message echoes a value beyond the config's own path.
+    #[test]
+    fn every_error_has_its_pinned_code() {
+        let path = || "a.b".to_owned();
+        let pinned = [
+            (FingerprintError::RequestNotObject, "request_not_object"),
+            (
+                FingerprintError::UnsupportedVersion(9),
+                "unsupported_version",
+            ),
+            (
+                FingerprintError::InvalidFieldPath {
+                    path: path(),
+                    reason: "r",
+                },
+                "invalid_field_path",
+            ),
+            (
+                FingerprintError::DuplicateFieldPath(path()),
+                "duplicate_field_path",
+            ),
+            (FingerprintError::UpstreamInSpec, "upstream_in_spec"),
+            (FingerprintError::UnlistedInSpec, "unlisted_in_spec"),
+            (
+                FingerprintError::TooManyFields { limit: 1 },
+                "too_many_fields",
+            ),
+            (FingerprintError::EmptyUpstreamRef, "empty_upstream_ref"),
+            (
+                FingerprintError::UpstreamRefTooLong { limit: 1 },
+                "upstream_ref_too_long",
+            ),
+            (FingerprintError::TooDeep { limit: 1 }, "too_deep"),
+            (FingerprintError::TooLarge { limit: 1 }, "too_large"),
+            (
+                FingerprintError::NumberOutOfRange { limit: 1 },
+                "number_out_of_range",
+            ),
+            (
+                FingerprintError::RequiredFieldMissing { path: path() },
+                "required_field_missing",
+            ),
+            (
+                FingerprintError::AmountNotDecimal { path: path() },
+                "amount_not_decimal",
+            ),
+        ];
+        let mut codes = std::collections::BTreeSet::new();
+        for (error, code) in &pinned {
+            assert_eq!(error.code(), *code);
+            assert!(codes.insert(*code), "{code} twice");
+        }
+        for (error, _) in &pinned[12..] {
+            assert!(error.to_string().contains("`a.b`"), "{error}");
         }
     }
 }

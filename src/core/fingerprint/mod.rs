@@ -31,7 +31,7 @@ mod test_support;
 pub mod v2;
 
 pub use compare::{Fingerprint, SUMMARY_TAG};
-pub use compute::{DOMAIN_TAG_V1, MAX_UPSTREAM_REF_BYTES, fingerprint_for_version, fingerprint_v1};
+pub use compute::{DOMAIN_TAG_V1, MAX_UPSTREAM_REF_BYTES, fingerprint_v1};
 pub use error::FingerprintError;
 pub use spec::{
     Category, FingerprintSpec, MAX_FIELDS, MAX_PATH_BYTES, MAX_PATH_SEGMENTS, ParseCategoryError,
@@ -41,3 +41,18 @@ pub use v2::{DOMAIN_TAG_V2, fingerprint_v2};
 
 /// The rules version new operations are fingerprinted with.
 pub const FINGERPRINT_VERSION: u16 = 2;
+
+/// Computes the fingerprint with the given rules version. Use it with the stored version
+/// when comparing a retry against a stored fingerprint.
+pub fn fingerprint_for_version(
+    version: u16,
+    spec: &FingerprintSpec,
+    request: &serde_json::Value,
+    upstream_ref: Option<&str>,
+) -> Result<Fingerprint, FingerprintError> {
+    match version {
+        1 => fingerprint_v1(spec, request, upstream_ref),
+        2 => fingerprint_v2(spec, request, upstream_ref),
+        v => Err(FingerprintError::UnsupportedVersion(v)),
+    }
+}

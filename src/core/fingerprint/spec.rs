@@ -33,19 +33,24 @@ pub enum Category {
     Body,
     /// The parent operation's result reference; filled by the server only.
     Upstream,
-    /// Anything else; also the whole request when the spec lists no fields.
+    /// Anything else the contract lists; under rules version 1 also the whole request when the
+    /// spec lists no fields.
     Other,
+    /// Rules version 2: the request's fields that the contract neither lists nor ignores,
+    /// filled by the server. Reported to callers as `other` ([`Category::reported`]).
+    Unlisted,
 }
 
 impl Category {
     /// Every category, in the (derived) sort order used for `Fingerprint::parts`.
-    pub const ALL: [Category; 6] = [
+    pub const ALL: [Category; 7] = [
         Category::Amount,
         Category::Recipient,
         Category::Target,
         Category::Body,
         Category::Upstream,
         Category::Other,
+        Category::Unlisted,
     ];
 
     /// Stable name, identical to the serde name; hashed into the fingerprint.
@@ -57,6 +62,16 @@ impl Category {
             Category::Body => "body",
             Category::Upstream => "upstream",
             Category::Other => "other",
+            Category::Unlisted => "unlisted",
+        }
+    }
+
+    /// The name callers see: unlisted fields count as `other`, as the README promises (a
+    /// contract's `other` and its unlisted fields are both "something else").
+    pub const fn reported(self) -> Category {
+        match self {
+            Category::Unlisted => Category::Other,
+            c => c,
         }
     }
 }
@@ -123,6 +138,9 @@ impl FingerprintSpec {
         if self.fields.contains_key(&Category::Upstream) {
             return Err(FingerprintError::UpstreamInSpec);
         }
+        if self.fields.contains_key(&Category::Unlisted) {
+            return Err(FingerprintError::UnlistedInSpec);
+        }
         if self.total_fields() + self.ignore.len() > MAX_FIELDS || self.required.len() > MAX_FIELDS
         {
             return Err(FingerprintError::TooManyFields { limit: MAX_FIELDS });
@@ -134,13 +152,33 @@ impl FingerprintSpec {
                 return Err(FingerprintError::DuplicateFieldPath(path.clone()));
             }
         }
+        // `a.b` lies inside `a` (and inside itself).
+        let inside = |path: &str, outer: &str| {
+            path == outer
+                || path
+                    .strip_prefix(outer)
+                    .is_some_and(|rest| rest.starts_with('.'))
+        };
+        for path in &self.ignore {
+            if self
+                .fields
+                .values()
+                .flatten()
+                .any(|listed| inside(path, listed))
+            {
+                return Err(FingerprintError::InvalidFieldPath {
+                    path: path.clone(),
+                    reason: "is ignored but lies inside a listed path, which counts it anyway",
+                });
+            }
+        }
         let mut required = std::collections::BTreeSet::new();
         for path in &self.required {
             validate_path(path)?;
             if !required.insert(path.as_str()) {
                 return Err(FingerprintError::DuplicateFieldPath(path.clone()));
             }
-            if self.ignore.contains(path) {
+            if self.ignore.iter().any(|ignored| inside(path, ignored)) {
                 return Err(FingerprintError::InvalidFieldPath {
                     path: path.clone(),
                     reason: "is both required and ignored",

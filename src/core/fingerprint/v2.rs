@@ -5,17 +5,18 @@
 //! first result. Version 2 differs from version 1 in exactly these points
 //! (`schemas/fingerprint-v2.md`):
 //!
-//! - **Unlisted fields count as `other`.** The request with every listed and every ignored
-//!   path removed (objects emptied by a removal removed too) is the first entry, with the
-//!   empty path, of category `other`, whose hash starts with [`DOMAIN_TAG_V2`]. So `other`
-//!   always has a part. A tool names fields irrelevant to the intent in `ignore`.
+//! - **Unlisted fields count.** The request with every listed and every ignored path removed
+//!   (objects emptied by a removal removed too) is hashed as a part of its own, category
+//!   [`Category::Unlisted`] (tag [`DOMAIN_TAG_V2`]), always present; callers see a difference
+//!   in it as one in `other`. A tool names fields irrelevant to the intent in `ignore`.
 //! - **Amounts are decimals.** A listed `amount` field that is present must be a JSON number
 //!   or a string holding a decimal; `null`, `"ten"`, an object or a path that runs into a
 //!   non-object is refused, naming the path.
 //! - **Required fields.** Every path in `required` must be present and not `null`.
 //!
-//! Every other category is hashed exactly as in version 1, which lets an external system's
-//! report of some fields be compared with a version 2 fingerprint category by category.
+//! Every listed category is hashed exactly as in version 1 (and there is no whole-request
+//! mode: the unlisted part holds what no category names), so an external system's report of
+//! some fields compares with a version 2 fingerprint category by category, `other` included.
 
 use serde_json::{Map, Value};
 
@@ -23,8 +24,7 @@ use super::compute::{Lookup, check_inputs, finish, hash_category, lookup};
 use super::{Category, Fingerprint, FingerprintError, FingerprintSpec};
 use crate::core::canonical::{MAX_CANONICAL_BYTES, normalise_decimal};
 
-/// Domain-separation tag of the version 2 `other` category, so that its hash never equals a
-/// version 1 one.
+/// Domain-separation tag of the unlisted part.
 pub const DOMAIN_TAG_V2: &str = "opledger/fingerprint/v2";
 
 /// Computes the version 2 fingerprint of `request` under `spec` (see the module docs).
@@ -39,7 +39,7 @@ pub fn fingerprint_v2(
     let mut budget = MAX_CANONICAL_BYTES;
     let mut parts: Vec<(Category, [u8; 32])> = Vec::new();
     for (&category, paths) in &spec.fields {
-        if category == Category::Other || paths.is_empty() {
+        if paths.is_empty() {
             continue;
         }
         let tag = super::DOMAIN_TAG_V1;
@@ -47,20 +47,16 @@ pub fn fingerprint_v2(
         parts.push((category, hash));
     }
     let rest = unlisted(spec, request);
-    let other_paths = spec
-        .fields
-        .get(&Category::Other)
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
+    let tag = DOMAIN_TAG_V2;
     let hash = hash_category(
-        DOMAIN_TAG_V2,
-        Category::Other,
-        other_paths,
+        tag,
+        Category::Unlisted,
+        &[],
         Some(&rest),
         request,
         &mut budget,
     )?;
-    parts.push((Category::Other, hash));
+    parts.push((Category::Unlisted, hash));
     Ok(finish(2, parts, upstream_ref))
 }
 
@@ -82,7 +78,8 @@ fn check_amounts(spec: &FingerprintSpec, request: &Value) -> Result<(), Fingerpr
     for path in paths {
         let decimal = match lookup(request, path) {
             Lookup::Absent => true,
-            Lookup::Present(Value::Number(_)) => true,
+            // A number whose plain form is too long to compare is none (`1e500`).
+            Lookup::Present(Value::Number(n)) => normalise_decimal(&n.to_string()).is_some(),
             Lookup::Present(Value::String(s)) => normalise_decimal(s).is_some(),
             Lookup::Present(_) | Lookup::Blocked { .. } => false,
         };
@@ -221,28 +218,28 @@ mod tests {
             Category::Recipient,
             Category::Body,
             Category::Upstream,
+            Category::Other,
         ] {
+            assert!(two.part(category).is_some(), "{category}");
             assert_eq!(one.part(category), two.part(category), "{category}");
         }
-        assert!(one.part(Category::Other).is_some() && two.part(Category::Other).is_some());
-        assert_ne!(one.part(Category::Other), two.part(Category::Other));
-        // A whole-request spec hashes differently from version 1 (another tag).
+        assert!(one.part(Category::Unlisted).is_none());
+        assert!(two.part(Category::Unlisted).is_some());
+        // No whole-request mode: with nothing listed, the whole request is the unlisted part.
         let empty = FingerprintSpec::default();
-        assert_ne!(
-            fingerprint_v1(&empty, &base(), None)
-                .expect("v1")
-                .part(Category::Other),
-            fp2(&empty, &base()).part(Category::Other)
-        );
-        // … and listed `other` paths are entries next to the rest.
+        let whole = fp2(&empty, &base());
+        assert_eq!(whole.parts.len(), 1);
+        assert!(whole.part(Category::Unlisted).is_some());
+        assert_eq!(whole.reported_categories(), vec![Category::Other]);
+        // A listed `other` field and an unlisted one both differ as `other`.
         let listed = spec(&[(Category::Other, &["message"])]);
         let mut b = base();
         b["message"] = json!("changed");
         assert_eq!(diff2(&listed, &base(), &b), vec![Category::Other]);
-        assert_ne!(
-            fp2(&listed, &base()),
-            fp2(&FingerprintSpec::default(), &base())
-        );
+        let mut c = base();
+        c["trace_id"] = json!("changed");
+        assert_eq!(diff2(&listed, &base(), &c), vec![Category::Other]);
+        assert!(fp2(&listed, &base()).part(Category::Unlisted).is_some());
     }
 
     #[test]
@@ -255,6 +252,7 @@ mod tests {
             json!([1]),
             json!(true),
             json!("1."),
+            serde_json::from_str::<Value>("1e500").expect("a number literal"),
         ] {
             let mut b = base();
             b["amount"] = bad.clone();
@@ -337,6 +335,24 @@ mod tests {
                 ..
             })
         ));
+        let inside_listed = ignoring(payment_spec(), &["recipient.email.x"]);
+        assert!(matches!(
+            inside_listed.validate(),
+            Err(FingerprintError::InvalidFieldPath { .. })
+        ));
+        let mut required_inside_ignored = ignoring(payment_spec(), &["meta"]);
+        required_inside_ignored.required = vec!["meta.id".into()];
+        assert!(matches!(
+            required_inside_ignored.validate(),
+            Err(FingerprintError::InvalidFieldPath {
+                reason: "is both required and ignored",
+                ..
+            })
+        ));
+        // A sibling with a common prefix is not inside.
+        let mut sibling = ignoring(payment_spec(), &["meta"]);
+        sibling.required = vec!["metadata".into()];
+        assert_eq!(sibling.validate(), Ok(()));
         let bad_ignore = ignoring(payment_spec(), &["a..b"]);
         assert!(matches!(
             bad_ignore.validate(),

@@ -11,7 +11,10 @@
 /// partition past such a record rather than decide differently (see `partition::fold`). A fold
 /// applies these rules to the whole log, so a bump must keep deciding events written under an
 /// earlier version as that version did (dispatch on the version the ownership changes record).
-pub const RULES_VERSION: u16 = 1;
+///
+/// 2: claims carry fingerprints of rules version 2 (a part for the unlisted fields, which
+/// events of rules 1 cannot hold); events written under rules 1 are decided as before.
+pub const RULES_VERSION: u16 = 2;
 
 mod claim;
 mod operator;

@@ -230,6 +230,7 @@ impl From<&Fingerprint> for FingerprintV1 {
             Category::Body => CategoryV1::Body,
             Category::Upstream => CategoryV1::Upstream,
             Category::Other => CategoryV1::Other,
+            Category::Unlisted => CategoryV1::Unlisted,
         };
         Self {
             version: f.version,
@@ -247,6 +248,7 @@ impl From<FingerprintV1> for Fingerprint {
             CategoryV1::Body => Category::Body,
             CategoryV1::Upstream => Category::Upstream,
             CategoryV1::Other => Category::Other,
+            CategoryV1::Unlisted => Category::Unlisted,
         };
         Self {
             version: f.version,

@@ -67,6 +67,10 @@ enum CategoryV1 {
     Body,
     Upstream,
     Other,
+    /// Added at the end (so every earlier event decodes as before) with fingerprint rules
+    /// version 2: the fields a contract neither lists nor ignores. Only events appended under
+    /// decision rules 2 carry it, and a node of rules 1 stops before those.
+    Unlisted,
 }
 
 #[derive(Serialize, Deserialize)]
