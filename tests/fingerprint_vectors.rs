@@ -217,4 +217,10 @@ fn given_version_2_vectors_when_computed_then_parts_and_errors_match() {
             .differing_categories(&by_name["empty_request_without_listed_fields"]),
         vec![Category::Recipient]
     );
+    // A sibling of a listed nested field is an unlisted field, reported as `other`.
+    assert_eq!(
+        by_name["sibling_of_a_listed_nested_field_counts_as_other"]
+            .differing_categories(&by_name["object_emptied_by_removal_is_removed"]),
+        vec![Category::Other]
+    );
 }

@@ -1,0 +1,422 @@
+"""What the sync and asyncio clients share: building requests, reading answers, the retry
+and wait policies. No I/O here: the clients send and sleep."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import os
+import random
+import re
+import socket
+import ssl
+import time
+import uuid
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
+from urllib.parse import quote
+
+from ._transport import Response, Transport
+from ._version import __version__
+from .errors import (
+    ApiError,
+    DefiniteFailure,
+    InProgressTimeout,
+    NotRecorded,
+    Rejected,
+    ResultWithheld,
+    TransportError,
+    error_for_claim,
+)
+from .models import (
+    Claim,
+    Operation,
+    Report,
+    Result,
+    parse_claim,
+    parse_operation,
+    parse_rejection,
+    parse_report,
+)
+
+log = logging.getLogger("opledger")
+
+# Characters that may travel in an HTTP header value: visible ASCII, space and tab.
+_HEADER_SAFE = re.compile(r"^[\x20-\x7e\t]*$")
+_HOLDER_UNSAFE = re.compile(r"[^!-~]")
+
+# Statuses a proxy may answer without an opledger error body that are safe to retry.
+_RETRIABLE_BARE = (502, 503, 504)
+
+KeySource = Union[str, Callable[..., str]]
+
+
+def check_header_value(value: Any, what: str) -> str:
+    """Refuses what cannot be sent as a header value, without echoing it (keys and tokens
+    are secrets of a kind: they never enter an exception message)."""
+    if not isinstance(value, str):
+        raise TypeError(f"the {what} must be a str")
+    if not _HEADER_SAFE.match(value):
+        raise ValueError(f"the {what} must be visible ASCII (it is not shown here)")
+    return value
+
+
+def default_holder() -> str:
+    """A holder unique to one call: ``<host>-<pid>-<random>``.
+
+    The ledger gives ``execute`` again to the *same* holder re-claiming its live operation
+    (a worker that lost the first answer carries on), so two concurrent calls must never
+    share a holder unless they are the same worker.
+    """
+    host = _HOLDER_UNSAFE.sub("", socket.gethostname())[:64] or "host"
+    return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        # A string holding a decimal is a valid `amount` and keeps its digits exactly.
+        return str(value)
+    raise TypeError(f"a request value of type {type(value).__name__} is not JSON")
+
+
+def encode(body: Mapping[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":"), allow_nan=False, default=_json_default).encode()
+
+
+def op_path(operation_id: str, action: str = "") -> str:
+    if not isinstance(operation_id, str) or not operation_id:
+        raise ValueError("an operation id is a non-empty str")
+    path = "/v1/operations/" + quote(operation_id, safe="")
+    return path + "/" + action if action else path
+
+
+def parse_retry_after(value: Optional[str]) -> Optional[float]:
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+@dataclass(frozen=True)
+class Call:
+    """One API call, ready to send (and to send again)."""
+
+    method: str
+    path: str
+    # The token, the key and the request: never shown.
+    headers: Dict[str, str] = field(repr=False)
+    body: Optional[bytes] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: Dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retries of retriable answers (408, 429, 503, and 502/504 from a proxy) and of
+    transport failures. Every call of the API is safe to repeat: a claim is keyed, a
+    repeated report is answered ``unchanged``.
+
+    The wait before retry ``n`` (0-based) honours ``Retry-After`` when the answer has one
+    (plus up to 10 % jitter); otherwise it is drawn from [b/2, b] with
+    ``b = min(max_backoff, backoff * 2**n)``. A ``Retry-After`` longer than
+    ``max_retry_after`` is not waited for: the error is raised at once.
+    """
+
+    retries: int = 4
+    backoff: float = 0.2
+    max_backoff: float = 10.0
+    max_retry_after: float = 60.0
+
+    def delay(self, attempt: int, retry_after: Optional[float]) -> Optional[float]:
+        """Seconds to wait before retry number ``attempt`` (0-based), or None to give up."""
+        if attempt >= self.retries:
+            return None
+        if retry_after is not None:
+            if retry_after > self.max_retry_after:
+                return None
+            return retry_after + random.uniform(0, retry_after * 0.1)
+        ceiling = min(self.max_backoff, self.backoff * (2**attempt))
+        return random.uniform(ceiling / 2, ceiling)
+
+
+class Waiter:
+    """Bounded backoff while another holder executes (``in_progress``): 50 ms doubling to
+    ``max_delay``, jittered, never past ``limit`` seconds from the first claim."""
+
+    def __init__(self, limit: float, initial: float = 0.05, max_delay: float = 2.0) -> None:
+        self.started = time.monotonic()
+        self.deadline = self.started + max(0.0, limit)
+        self.next = initial
+        self.max_delay = max_delay
+        self.attempts = 0
+
+    def delay(self) -> Optional[float]:
+        """The wait before the next claim, or None once the limit is reached."""
+        self.attempts += 1
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        delay = min(random.uniform(self.next / 2, self.next), remaining)
+        self.next = min(self.next * 2, self.max_delay)
+        return delay
+
+    def timeout(self, claim: Claim) -> InProgressTimeout:
+        return InProgressTimeout(claim, time.monotonic() - self.started, self.attempts)
+
+
+def log_wait(claim: Claim, delay: float) -> None:
+    log.debug(
+        "operation %s is in progress with another holder; claiming again in %.2f s",
+        claim.operation_id,
+        delay,
+        extra={"opledger_event": "wait", "operation_id": claim.operation_id, "decision": claim.decision},
+    )
+
+
+class Base:
+    """Request building and answer reading shared by :class:`Client` and :class:`AsyncClient`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: float = 30.0,
+        retries: int = 4,
+        backoff: float = 0.2,
+        max_backoff: float = 10.0,
+        max_retry_after: float = 60.0,
+        wait_limit: float = 60.0,
+        ssl_context: Optional[ssl.SSLContext] = None,
+    ) -> None:
+        check_header_value(token, "token")
+        if not token.strip():
+            raise ValueError("the token is empty")
+        self._auth = "Bearer " + token.strip()
+        self.base_url = base_url
+        self.retry = RetryPolicy(retries, backoff, max_backoff, max_retry_after)
+        self.wait_limit = wait_limit
+        self._transport = Transport(base_url, timeout=timeout, ssl_context=ssl_context)
+
+    def __repr__(self) -> str:
+        # Never the token.
+        return f"{type(self).__name__}({self.base_url!r})"
+
+    # -- requests ----------------------------------------------------------------------
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Optional[Mapping[str, Any]] = None,
+        extra: Optional[Dict[str, str]] = None,
+    ) -> Call:
+        headers = {
+            "Authorization": self._auth,
+            "Accept": "application/json",
+            "User-Agent": f"opledger-python/{__version__}",
+        }
+        data = None
+        if body is not None:
+            data = encode(body)
+            headers["Content-Type"] = "application/json"
+        if extra:
+            headers.update(extra)
+        return Call(method, path, headers, data)
+
+    def _claim_call(
+        self,
+        tool: str,
+        key: str,
+        request: Mapping[str, Any],
+        holder: str,
+        parent: Optional[str],
+    ) -> Call:
+        check_header_value(key, "Idempotency-Key")
+        body: Dict[str, Any] = {"tool": tool, "holder": holder, "request": dict(request)}
+        if parent is not None:
+            body["parent"] = parent
+        return self._call("POST", "/v1/operations", body, {"Idempotency-Key": key})
+
+    def _complete_call(
+        self,
+        operation_id: str,
+        holder: str,
+        resource_ref: str,
+        status: int,
+        headers: Optional[Mapping[str, str]],
+        expected_version: Optional[int],
+    ) -> Call:
+        result: Dict[str, Any] = {"resource_ref": resource_ref, "status": status}
+        if headers:
+            result["headers"] = dict(headers)
+        body: Dict[str, Any] = {"holder": holder, "result": result}
+        if expected_version is not None:
+            body["expected_version"] = expected_version
+        return self._call("POST", op_path(operation_id, "complete"), body)
+
+    def _fail_call(
+        self, operation_id: str, holder: str, kind: str, code: str, expected_version: Optional[int]
+    ) -> Call:
+        if kind not in ("definite", "not_accepted"):
+            raise ValueError('kind is "definite" or "not_accepted"')
+        body: Dict[str, Any] = {"holder": holder, "kind": kind, "code": code}
+        if expected_version is not None:
+            body["expected_version"] = expected_version
+        return self._call("POST", op_path(operation_id, "fail"), body)
+
+    def _holder_call(
+        self, operation_id: str, action: str, holder: str, expected_version: Optional[int]
+    ) -> Call:
+        body: Dict[str, Any] = {"holder": holder}
+        if expected_version is not None:
+            body["expected_version"] = expected_version
+        return self._call("POST", op_path(operation_id, action), body)
+
+    # -- answers -----------------------------------------------------------------------
+
+    def _interpret(
+        self, call: Call, response: Response, attempt: int
+    ) -> Tuple[Optional[Answer], Optional[float], Optional[ApiError]]:
+        """(answer, None, None) for an answer to return; (None, delay, error) to retry after
+        ``delay`` seconds; (None, None, error) to raise ``error``."""
+        try:
+            payload = json.loads(response.body) if response.body else None
+        except ValueError:
+            payload = None
+        error_body = payload.get("error") if isinstance(payload, dict) else None
+        if isinstance(error_body, dict):
+            error = ApiError(
+                response.status,
+                str(error_body.get("code", "")),
+                str(error_body.get("message", "")),
+                error_body.get("retriable") is True,
+                retry_after=parse_retry_after(response.headers.get("retry-after")),
+                method=call.method,
+                path=call.path,
+            )
+        elif isinstance(payload, dict) and (response.status < 400 or "decision" in payload):
+            return Answer(response.status, payload), None, None
+        else:
+            error = ApiError(
+                response.status,
+                f"http_{response.status}",
+                "the answer is not an opledger answer (a proxy in between?)",
+                response.status in _RETRIABLE_BARE,
+                retry_after=parse_retry_after(response.headers.get("retry-after")),
+                method=call.method,
+                path=call.path,
+            )
+        if error.retriable:
+            delay = self.retry.delay(attempt, error.retry_after)
+            if delay is not None:
+                log.debug(
+                    "%s %s answered %d %s; retry %d of %d in %.2f s",
+                    call.method,
+                    call.path,
+                    error.status,
+                    error.code,
+                    attempt + 1,
+                    self.retry.retries,
+                    delay,
+                    extra={"opledger_event": "retry", "status": error.status, "code": error.code},
+                )
+                return None, delay, error
+        return None, None, error
+
+    def _transport_retry(self, call: Call, error: BaseException, attempt: int) -> float:
+        delay = self.retry.delay(attempt, None)
+        if delay is None:
+            raise TransportError(
+                call.method, call.path, f"{type(error).__name__}: {error} (after {attempt + 1} attempts)"
+            ) from error
+        log.debug(
+            "%s %s failed (%s); retry %d of %d in %.2f s",
+            call.method,
+            call.path,
+            type(error).__name__,
+            attempt + 1,
+            self.retry.retries,
+            delay,
+            extra={"opledger_event": "retry", "status": None, "code": type(error).__name__},
+        )
+        return delay
+
+    @staticmethod
+    def _report_of(call: Call, answer: Answer) -> Report:
+        body = answer.body
+        if body.get("decision") == "rejected":
+            rejection = parse_rejection(body.get("rejection"))
+            report = parse_report(body) if "operation_id" in body else None
+            raise Rejected(
+                rejection.code if rejection else "",
+                rejection.number if rejection else 0,
+                rejection.message if rejection else "",
+                report=report,
+                operation_id=report.operation_id if report else call.path.split("/")[3],
+                expected_version=rejection.expected_version if rejection else None,
+                current_version=rejection.current_version if rejection else None,
+            )
+        if answer.status >= 400:
+            raise ApiError(
+                answer.status,
+                "unexpected",
+                "an answer this client does not know",
+                False,
+                method=call.method,
+                path=call.path,
+            )
+        return parse_report(body)
+
+    @staticmethod
+    def _claim_of(answer: Answer) -> Claim:
+        return parse_claim(answer.status, answer.body)
+
+    @staticmethod
+    def _operation_of(answer: Answer) -> Operation:
+        return parse_operation(answer.body)
+
+
+def settle(claim: Claim) -> Optional[Result]:
+    """What a decided claim means for the ergonomic forms.
+
+    Returns None for ``execute`` (run the effect); the stored result for a completed
+    ``replay``; raises the typed exception for everything that forbids executing. The
+    caller handles ``in_progress`` (wait and claim again) before asking.
+    """
+    if claim.decision == "execute":
+        return None
+    if claim.decision == "replay":
+        if claim.result_withheld:
+            raise ResultWithheld(claim)
+        if claim.state == "failed" and claim.failure is not None:
+            raise DefiniteFailure(claim.failure.code, operation_id=claim.operation_id, replayed=True)
+        if claim.result is not None:
+            return claim.result
+    if claim.decision == "not_recorded":
+        raise NotRecorded(claim)
+    error = error_for_claim(claim)
+    if error is not None:
+        raise error
+    raise ApiError(
+        claim.http_status,
+        "unexpected_decision",
+        f"a claim answered {claim.decision!r} in state {claim.state!r}, which this client does not know",
+        False,
+        method="POST",
+        path="/v1/operations",
+    )

@@ -1,0 +1,280 @@
+"""The asyncio client: the same surface as :class:`opledger.Client`, awaitable.
+
+Each HTTP exchange runs the standard library's ``http.client`` in a worker thread
+(``asyncio.to_thread``): no dependency and one HTTP implementation for both clients.
+Everything that waits (retry backoff, ``Retry-After``, waiting while another holder has the
+operation) is an ``asyncio.sleep`` on the event loop, so waiting tasks hold no thread.
+A cancelled task stops waiting at once; an exchange already sent finishes in its thread
+(every call of the API is safe to repeat).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Optional
+
+from ._core import Answer, Base, Call, KeySource, Waiter, default_holder, log, log_wait, op_path, settle
+from ._transport import TRANSPORT_ERRORS, Response
+from .client import ParentSource, RequestSource, as_result, call_inputs, status_of
+from .errors import DefiniteFailure, NotAccepted, OpledgerError, UnreportedOperation
+from .models import Claim, Operation, Report, Result
+
+__all__ = ["AsyncClient", "AsyncExecution"]
+
+
+class AsyncClient(Base):
+    """The asyncio twin of :class:`opledger.Client` (same arguments, same answers and
+    exceptions). Safe to share between tasks; ``await client.aclose()`` or
+    ``async with AsyncClient(...)`` closes its kept-alive connections."""
+
+    async def claim(
+        self,
+        tool: str,
+        key: str,
+        request: Mapping[str, Any],
+        holder: str,
+        parent: Optional[str] = None,
+    ) -> Claim:
+        """``POST /v1/operations``; see :meth:`opledger.Client.claim`."""
+        return self._claim_of(await self._send(self._claim_call(tool, key, request, holder, parent)))
+
+    async def complete(
+        self,
+        operation_id: str,
+        holder: str,
+        resource_ref: str,
+        status: int,
+        headers: Optional[Mapping[str, str]] = None,
+        expected_version: Optional[int] = None,
+    ) -> Report:
+        call = self._complete_call(operation_id, holder, resource_ref, status, headers, expected_version)
+        return self._report_of(call, await self._send(call))
+
+    async def fail(
+        self,
+        operation_id: str,
+        holder: str,
+        kind: str,
+        code: str,
+        expected_version: Optional[int] = None,
+    ) -> Report:
+        call = self._fail_call(operation_id, holder, kind, code, expected_version)
+        return self._report_of(call, await self._send(call))
+
+    async def unknown(self, operation_id: str, holder: str, expected_version: Optional[int] = None) -> Report:
+        call = self._holder_call(operation_id, "unknown", holder, expected_version)
+        return self._report_of(call, await self._send(call))
+
+    async def heartbeat(
+        self, operation_id: str, holder: str, expected_version: Optional[int] = None
+    ) -> Report:
+        call = self._holder_call(operation_id, "heartbeat", holder, expected_version)
+        return self._report_of(call, await self._send(call))
+
+    async def get(self, operation_id: str) -> Operation:
+        return self._operation_of(await self._send(self._call("GET", op_path(operation_id))))
+
+    async def aclose(self) -> None:
+        self._transport.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- the ergonomic forms -----------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def operation(
+        self,
+        tool: str,
+        key: str,
+        request: Mapping[str, Any],
+        *,
+        holder: Optional[str] = None,
+        parent: Optional[str] = None,
+        wait_limit: Optional[float] = None,
+    ) -> AsyncIterator["AsyncExecution"]:
+        """``async with client.operation(...) as op``; see :meth:`opledger.Client.operation`."""
+        holder = holder or default_holder()
+        claim = await self._claim_decided(tool, key, request, holder, parent, wait_limit)
+        settle(claim)
+        op = AsyncExecution(self, claim, holder)
+        if not op.executing:
+            yield op
+            return
+        try:
+            yield op
+        except DefiniteFailure as failure:
+            failure.operation_id = failure.operation_id or op.id
+            await op._report_quietly("definite", failure.code)
+            raise
+        except NotAccepted as refusal:
+            refusal.operation_id = refusal.operation_id or op.id
+            await op._report_quietly("not_accepted", refusal.code)
+            raise
+        except BaseException:
+            # Cancellation included: the effect may have happened.
+            await op._report_quietly("unknown", "")
+            raise
+        if not op.reported:
+            await op._report_quietly("unknown", "")
+            raise UnreportedOperation(
+                f"operation {op.id}: the block ended without complete, fail or unknown; "
+                "it was reported unknown"
+            )
+
+    def exactly_once(
+        self,
+        tool: str,
+        key: KeySource,
+        request: Optional[RequestSource] = None,
+        *,
+        holder: Optional[str] = None,
+        parent: ParentSource = None,
+        status: int = 200,
+        wait_limit: Optional[float] = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Awaitable[Result]]]:
+        """Decorate an ``async def`` side effect; see :meth:`opledger.Client.exactly_once`."""
+
+        def decorate(effect: Callable[..., Any]) -> Callable[..., Awaitable[Result]]:
+            @functools.wraps(effect)
+            async def run(*args: Any, **kwargs: Any) -> Result:
+                k, req, par = call_inputs(key, request, parent, args, kwargs)
+                async with self.operation(
+                    tool, k, req, holder=holder, parent=par, wait_limit=wait_limit
+                ) as op:
+                    if op.replayed:
+                        assert op.result is not None  # settle() raised otherwise
+                        return op.result
+                    produced = effect(op.id, *args, **kwargs)
+                    if inspect.isawaitable(produced):
+                        produced = await produced
+                    outcome = as_result(produced, status)
+                    return await op.complete(
+                        outcome.resource_ref, status_of(outcome, status), outcome.headers
+                    )
+
+            return run
+
+        return decorate
+
+    # -- internals ---------------------------------------------------------------------
+
+    async def _exchange(self, call: Call) -> Response:
+        return await asyncio.to_thread(
+            self._transport.exchange, call.method, call.path, call.headers, call.body
+        )
+
+    async def _send(self, call: Call) -> Answer:
+        attempt = 0
+        while True:
+            try:
+                response = await self._exchange(call)
+            except TRANSPORT_ERRORS as error:
+                await asyncio.sleep(self._transport_retry(call, error, attempt))
+                attempt += 1
+                continue
+            answer, delay, api_error = self._interpret(call, response, attempt)
+            if answer is not None:
+                return answer
+            assert api_error is not None
+            if delay is None:
+                raise api_error
+            await asyncio.sleep(delay)
+            attempt += 1
+
+    async def _claim_decided(
+        self,
+        tool: str,
+        key: str,
+        request: Mapping[str, Any],
+        holder: str,
+        parent: Optional[str],
+        wait_limit: Optional[float],
+    ) -> Claim:
+        waiter = Waiter(self.wait_limit if wait_limit is None else wait_limit)
+        while True:
+            claim = await self.claim(tool, key, request, holder, parent)
+            if claim.decision != "in_progress":
+                return claim
+            delay = waiter.delay()
+            if delay is None:
+                raise waiter.timeout(claim)
+            log_wait(claim, delay)
+            await asyncio.sleep(delay)
+
+
+class AsyncExecution:
+    """The operation inside ``async with client.operation(...) as op``."""
+
+    def __init__(self, client: AsyncClient, claim: Claim, holder: str) -> None:
+        self._client = client
+        self.claim = claim
+        self.holder = holder
+        self.result: Optional[Result] = claim.result if claim.decision == "replay" else None
+        self.report: Optional[Report] = None
+
+    @property
+    def id(self) -> str:
+        return self.claim.operation_id
+
+    @property
+    def executing(self) -> bool:
+        return self.claim.decision == "execute"
+
+    @property
+    def replayed(self) -> bool:
+        return self.claim.decision == "replay"
+
+    @property
+    def reported(self) -> bool:
+        return self.report is not None
+
+    def _check(self) -> None:
+        if not self.executing:
+            raise OpledgerError(f"operation {self.id} was replayed: there is nothing to report")
+        if self.report is not None:
+            raise OpledgerError(f"operation {self.id} was reported already ({self.report.state})")
+
+    async def complete(
+        self, resource_ref: str, status: int, headers: Optional[Mapping[str, str]] = None
+    ) -> Result:
+        self._check()
+        self.report = await self._client.complete(self.id, self.holder, resource_ref, status, headers)
+        self.result = self.report.result or Result(resource_ref, status, dict(headers or {}))
+        return self.result
+
+    async def fail(self, kind: str, code: str) -> Report:
+        self._check()
+        self.report = await self._client.fail(self.id, self.holder, kind, code)
+        return self.report
+
+    async def unknown(self) -> Report:
+        self._check()
+        self.report = await self._client.unknown(self.id, self.holder)
+        return self.report
+
+    async def heartbeat(self) -> Report:
+        return await self._client.heartbeat(self.id, self.holder)
+
+    async def _report_quietly(self, kind: str, code: str) -> None:
+        if self.report is not None:
+            return
+        try:
+            if kind == "unknown":
+                self.report = await self._client.unknown(self.id, self.holder)
+            else:
+                self.report = await self._client.fail(self.id, self.holder, kind, code)
+        except OpledgerError as error:
+            log.warning(
+                "operation %s: could not report %s after the side effect raised: %s",
+                self.id,
+                kind,
+                error,
+                extra={"opledger_event": "report_failed", "operation_id": self.id},
+            )
