@@ -181,6 +181,12 @@ async fn operations_fingerprinted_under_the_earlier_rules_keep_replaying() {
         json!({"amount": "ten", "currency": "EUR", "account": {"iban": "DE00 1"}, "note": "a"});
     let old =
         common::earlier::write_completed(&config, "payouts.send", "payout-old", &old_request).await;
+    // One the current rules accept too: compared under them first it is no match (another
+    // rules version), so the ledger asks again under the stored rules.
+    let valid =
+        json!({"amount": "10", "currency": "EUR", "account": {"iban": "DE00 1"}, "note": "a"});
+    let valid_old =
+        common::earlier::write_completed(&config, "payouts.send", "payout-valid", &valid).await;
 
     let server = Server::start_existing(dir.path(), &config_path);
     let (status, replay) = server
@@ -207,6 +213,19 @@ async fn operations_fingerprinted_under_the_earlier_rules_keep_replaying() {
         .await;
     assert_eq!(status, 422, "{conflict}");
     assert_eq!(conflict["conflict"], json!(["recipient"]), "{conflict}");
+    for (request, decision, status) in [
+        (valid.clone(), "replay", 200),
+        (with(valid.clone(), "note", json!("b")), "replay", 200),
+        (with(valid.clone(), "amount", json!("11")), "conflict", 422),
+    ] {
+        let (got, answer) = server.claim(TOKEN_A, "payout-valid", payout(request)).await;
+        assert_eq!(
+            (got, answer["decision"].as_str()),
+            (status, Some(decision)),
+            "{answer}"
+        );
+        assert_eq!(answer["operation_id"], valid_old.to_string(), "{answer}");
+    }
     // A new key is fingerprinted under the current rules.
     let (status, refused) = server
         .claim(TOKEN_A, "payout-new", payout(old_request))

@@ -50,28 +50,29 @@ impl Ledger {
             _ => return Err(LedgerError::OriginalNotSettled),
         };
         let scope = original.scope.derived("compensation");
-        let (fingerprint, _) = self
-            .fingerprint_for(
-                scope,
-                &compensating.fingerprint,
-                request,
-                Some(&result.resource_ref),
-            )
-            .await?;
+        let intent = super::fingerprints::Intent {
+            spec: &compensating.fingerprint,
+            request,
+            upstream_ref: Some(&result.resource_ref),
+        };
+        let fingerprint = self.fingerprint_for(scope, intent).await?;
         let resource_changed = self.resource_changed(contract, &original, result).await;
-        let body = EventBody::CompensationClaimed(CompensationClaim {
-            claim: Claim {
-                principal: principal.id.clone(),
-                tool: tool.to_owned(),
-                holder: holder.to_owned(),
-                fingerprint,
-                parent: Some(original.id),
-                terms: compensating.terms(),
-            },
-            original: original.id,
-            resource_changed,
-        });
-        self.submit(scope, body).await
+        let body = |fingerprint| {
+            EventBody::CompensationClaimed(CompensationClaim {
+                claim: Claim {
+                    principal: principal.id.clone(),
+                    tool: tool.to_owned(),
+                    holder: holder.to_owned(),
+                    fingerprint,
+                    parent: Some(original.id),
+                    terms: compensating.terms(),
+                },
+                original: original.id,
+                resource_changed,
+            })
+        };
+        self.submit_fingerprinted(scope, intent, fingerprint, body)
+            .await
     }
 
     /// Whether the external system now reports another version of the original's resource

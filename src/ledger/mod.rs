@@ -22,7 +22,7 @@ use crate::core::decision::Decision;
 use crate::core::event::{
     Claim, Completion, EventBody, Failure, OperatorAction, Resolution, ResolvedOutcome, Transition,
 };
-use crate::core::fingerprint::Fingerprint;
+use crate::core::fingerprint;
 use crate::core::input;
 use crate::core::key::{ClientKey, OperationId, ScopedHash};
 use crate::core::operation::{OpState, OperationRecord};
@@ -101,22 +101,30 @@ impl Ledger {
         };
         let upstream_ref = parent.as_ref().map(|(_, reference)| reference.as_str());
         let scope = ScopedHash::of(&principal.id, input.tool, &key);
-        let (fingerprint, stored) = self
-            .fingerprint_for(scope, &contract.fingerprint, input.request, upstream_ref)
-            .await?;
+        let intent = fingerprints::Intent {
+            spec: &contract.fingerprint,
+            request: input.request,
+            upstream_ref,
+        };
         if !allowed {
-            return replay_without_grant(stored, &fingerprint);
+            return replay_without_grant(self.stored(scope).await?, intent);
         }
-        let body = EventBody::Claimed(Claim {
-            principal: principal.id.clone(),
-            tool: input.tool.to_owned(),
-            holder: input.holder.to_owned(),
-            fingerprint,
-            parent: parent.map(|(id, _)| id),
-            terms: contract.terms(),
-        });
+        let fingerprint = self.fingerprint_for(scope, intent).await?;
+        let parent_id = parent.as_ref().map(|(id, _)| *id);
+        let body = |fingerprint| {
+            EventBody::Claimed(Claim {
+                principal: principal.id.clone(),
+                tool: input.tool.to_owned(),
+                holder: input.holder.to_owned(),
+                fingerprint,
+                parent: parent_id,
+                terms: contract.terms(),
+            })
+        };
         let started = Instant::now();
-        let answer = self.submit(scope, body).await;
+        let answer = self
+            .submit_fingerprinted(scope, intent, fingerprint, body)
+            .await;
         if let Some(metrics) = &self.metrics {
             let seconds = started.elapsed().as_secs_f64();
             let decision = match &answer {
@@ -327,16 +335,20 @@ impl Ledger {
 /// A revoked grant never starts anything. Nothing is appended.
 fn replay_without_grant(
     stored: Option<OperationRecord>,
-    fingerprint: &Fingerprint,
+    intent: fingerprints::Intent<'_>,
 ) -> Result<Claimed, LedgerError> {
+    // Compared under the stored operation's rules: nothing is submitted here.
+    let same = |record: &OperationRecord| {
+        fingerprint::fingerprint_for_version(
+            record.fingerprint.version,
+            intent.spec,
+            intent.request,
+            intent.upstream_ref,
+        )
+        .is_ok_and(|f| record.fingerprint.differing_categories(&f).is_empty())
+    };
     match stored {
-        Some(record)
-            if record.state.is_terminal()
-                && record
-                    .fingerprint
-                    .differing_categories(fingerprint)
-                    .is_empty() =>
-        {
+        Some(record) if record.state.is_terminal() && same(&record) => {
             Ok(Claimed::Decided(Box::new(Answer {
                 decision: Decision::Replay,
                 record: Some(record),
