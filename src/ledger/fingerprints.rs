@@ -31,7 +31,8 @@ pub(super) struct Intent<'a> {
 }
 
 impl Intent<'_> {
-    fn under(&self, version: u16) -> Result<Fingerprint, LedgerError> {
+    /// The fingerprint under rules `version`.
+    pub(super) fn under(&self, version: u16) -> Result<Fingerprint, LedgerError> {
         Ok(fingerprint::fingerprint_for_version(
             version,
             self.spec,

@@ -22,7 +22,6 @@ use crate::core::decision::Decision;
 use crate::core::event::{
     Claim, Completion, EventBody, Failure, OperatorAction, Resolution, ResolvedOutcome, Transition,
 };
-use crate::core::fingerprint;
 use crate::core::input;
 use crate::core::key::{ClientKey, OperationId, ScopedHash};
 use crate::core::operation::{OpState, OperationRecord};
@@ -339,13 +338,9 @@ fn replay_without_grant(
 ) -> Result<Claimed, LedgerError> {
     // Compared under the stored operation's rules: nothing is submitted here.
     let same = |record: &OperationRecord| {
-        fingerprint::fingerprint_for_version(
-            record.fingerprint.version,
-            intent.spec,
-            intent.request,
-            intent.upstream_ref,
-        )
-        .is_ok_and(|f| record.fingerprint.differing_categories(&f).is_empty())
+        intent
+            .under(record.fingerprint.version)
+            .is_ok_and(|f| record.fingerprint.differing_categories(&f).is_empty())
     };
     match stored {
         Some(record) if record.state.is_terminal() && same(&record) => {
