@@ -210,7 +210,7 @@ pub fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, PeerError
 mod tests {
     use super::*;
     use crate::core::decision::{Decision, Rejection};
-    use crate::core::event::tests::sample_claim;
+    use crate::core::event::sample::sample_claim;
     use crate::core::key::OperationId;
 
     fn messages() -> (Vec<PeerRequest>, Vec<PeerResponse>) {

@@ -1,7 +1,7 @@
 //! Tool contracts (R1, R2): what a tool promises about retries, evidence and loss, and therefore
 //! what an unknown outcome leads to.
 
-use crate::core::fingerprint::FingerprintSpec;
+use crate::fingerprint::FingerprintSpec;
 use serde::{Deserialize, Serialize};
 
 /// How safely a tool's call can be repeated (R1).

@@ -10,7 +10,7 @@
 //!
 //! The arbiter judges every action by the log's time; a deadline only says when to ask.
 
-use crate::core::operation::{OpState, OperationRecord};
+use crate::operation::{OpState, OperationRecord};
 use serde::{Deserialize, Serialize};
 
 /// What falls due.
@@ -77,11 +77,11 @@ pub fn next(record: &OperationRecord) -> Option<Deadline> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::event::BusinessResult;
-    use crate::core::operation::{RecoveryLease, ReleaseCause, UnknownCause};
+    use crate::event::BusinessResult;
+    use crate::operation::{RecoveryLease, ReleaseCause, UnknownCause};
 
     fn record(state: OpState, queryable: bool) -> OperationRecord {
-        crate::core::operation::fixture(1, state, queryable)
+        crate::operation::fixture(1, state, queryable)
     }
 
     fn at(due_ms: u64, kind: DeadlineKind) -> Option<Deadline> {

@@ -1,6 +1,6 @@
 //! Decisions and rejections: business outcomes as data, a closed set with stable codes.
 
-use crate::core::fingerprint::Category;
+use crate::fingerprint::Category;
 
 /// What the arbiter decided about one event. Stable: the `code` strings are the public `decision`
 /// values of the HTTP API and must never be renamed.

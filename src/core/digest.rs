@@ -6,11 +6,11 @@
 //! times): those are stamped by the log at append time and differ between backends and runs of
 //! the same workload, while the decisions they led to are already in the state.
 
-use crate::core::contract::ContractTerms;
-use crate::core::event::BusinessResult;
-use crate::core::fingerprint::Fingerprint;
-use crate::core::key::{OperationId, ScopedHash};
-use crate::core::operation::{OpState, OperationRecord, QueryResult, ReleaseCause, UnknownCause};
+use crate::contract::ContractTerms;
+use crate::event::BusinessResult;
+use crate::fingerprint::Fingerprint;
+use crate::key::{OperationId, ScopedHash};
+use crate::operation::{OpState, OperationRecord, QueryResult, ReleaseCause, UnknownCause};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -222,7 +222,7 @@ mod tests {
                 let processing = OpState::Processing {
                     lease_expires_at_ms: 40,
                 };
-                let mut r = crate::core::operation::fixture(n, processing, false);
+                let mut r = crate::operation::fixture(n, processing, false);
                 r.version = u64::from(n);
                 r
             })

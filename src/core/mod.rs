@@ -2,6 +2,8 @@
 //! decisions. No tokio, sled, rdkafka, clock, file or network access in here: time enters as the
 //! log's timestamp on each event, so every decision is a pure function of the log prefix.
 
+#![warn(missing_docs)]
+
 pub mod canonical;
 pub mod contract;
 pub mod deadline;

@@ -1,9 +1,9 @@
 //! The operation record: the derived state of one scoped key, as the arbiter folds it from the log.
 
-use crate::core::contract::ContractTerms;
-use crate::core::event::BusinessResult;
-use crate::core::fingerprint::Fingerprint;
-use crate::core::key::{OperationId, ScopedHash};
+use crate::contract::ContractTerms;
+use crate::event::BusinessResult;
+use crate::fingerprint::Fingerprint;
+use crate::key::{OperationId, ScopedHash};
 use serde::{Deserialize, Serialize};
 
 /// Why nobody knows whether an operation's side effect happened.
@@ -188,10 +188,11 @@ pub struct Recovery {
     pub lease: Option<RecoveryLease>,
 }
 
-/// A record for tests: operation `n` (id and scope filled with `n`) in `state`.
-#[cfg(test)]
-pub(crate) fn fixture(n: u8, state: OpState, queryable: bool) -> OperationRecord {
-    use crate::core::contract::{LossLevel, ToolClass};
+/// A record for tests: operation `n` (id and scope filled with `n`) in `state`
+/// (`test-support` feature).
+#[cfg(any(test, feature = "test-support"))]
+pub fn fixture(n: u8, state: OpState, queryable: bool) -> OperationRecord {
+    use crate::contract::{LossLevel, ToolClass};
     OperationRecord {
         id: OperationId([n; 16]),
         scope: ScopedHash([n; 32]),

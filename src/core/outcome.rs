@@ -1,9 +1,9 @@
 //! Outcome kinds for metrics (R30): what an event meant, classified from the record before it,
 //! the event and the machine's decision. Pure, like everything in the core.
 
-use crate::core::decision::Decision;
-use crate::core::event::EventBody;
-use crate::core::operation::{OpState, OperationRecord, UnknownCause};
+use crate::decision::Decision;
+use crate::event::EventBody;
+use crate::operation::{OpState, OperationRecord, UnknownCause};
 
 /// What an applied event meant, as counted by the metrics consumer. Stable label values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -18,11 +18,11 @@
 //!   replay agrees because the rule is decided from the log. A longer lease is always safe; a
 //!   shorter one never happens.
 
-use crate::core::decision::Decision;
-use crate::core::event::{EventBody, LoggedEvent};
-use crate::core::key::OperationId;
-use crate::core::machine::{self, Outcome};
-use crate::core::operation::{OpState, OperationRecord};
+use crate::decision::Decision;
+use crate::event::{EventBody, LoggedEvent};
+use crate::key::OperationId;
+use crate::machine::{self, Outcome};
+use crate::operation::{OpState, OperationRecord};
 use serde::{Deserialize, Serialize};
 
 /// The partition-wide state of a fold.
@@ -85,11 +85,11 @@ impl PartitionState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
-    use crate::core::decision::Rejection;
-    use crate::core::event::{Claim, Envelope, OwnerChange, RecoveryStart, Transition};
-    use crate::core::fingerprint::{FINGERPRINT_VERSION, Fingerprint};
-    use crate::core::key::ScopedHash;
+    use crate::contract::{ContractTerms, LossLevel, ToolClass};
+    use crate::decision::Rejection;
+    use crate::event::{Claim, Envelope, OwnerChange, RecoveryStart, Transition};
+    use crate::fingerprint::{FINGERPRINT_VERSION, Fingerprint};
+    use crate::key::ScopedHash;
 
     const LEASE: u64 = 30_000;
 
@@ -280,7 +280,7 @@ mod tests {
         assert_eq!(p.when(100_000, p.claim("w1")), Decision::Execute);
         let mut record = p.record.clone().expect("a record");
         record.state = OpState::Released {
-            cause: crate::core::operation::ReleaseCause::UnknownButReexecutable,
+            cause: crate::operation::ReleaseCause::UnknownButReexecutable,
         };
         assert_eq!(state.effective(record.clone()), record);
     }

@@ -4,10 +4,10 @@
 //!
 //! A fixture file has one line per event: `<name> <hex of the payload>`.
 
-use super::tests::sample_claim;
+use super::sample::sample_claim;
 use super::*;
-use crate::core::contract::{LossLevel, ToolClass};
-use crate::core::fingerprint::Category;
+use crate::contract::{LossLevel, ToolClass};
+use crate::fingerprint::Category;
 
 const EVENTS_V1: &str = include_str!("../../../schemas/fixtures/events-v1.hex");
 const EVENTS_V2: &str = include_str!("../../../schemas/fixtures/events-v2.hex");

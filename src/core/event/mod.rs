@@ -16,9 +16,9 @@ mod view;
 pub use codec::{DecodeError, EncodeError, decode, encode, encode_as};
 pub use view::redacted_fields;
 
-use crate::core::contract::ContractTerms;
-use crate::core::fingerprint::Fingerprint;
-use crate::core::key::{OperationId, ScopedHash};
+use crate::contract::ContractTerms;
+use crate::fingerprint::Fingerprint;
+use crate::key::{OperationId, ScopedHash};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -170,7 +170,7 @@ pub struct OwnerChange {
     /// The new owner (its node incarnation, as logs name it).
     pub owner: String,
     /// The version of the decision rules the new owner arbitrates with
-    /// ([`crate::core::machine::RULES_VERSION`]); 1 for an event of schema version 1. A node
+    /// ([`crate::machine::RULES_VERSION`]); 1 for an event of schema version 1. A node
     /// whose rules are older refuses to fold the partition past this event.
     pub rules: u16,
 }
@@ -311,5 +311,7 @@ pub struct Failure {
 
 #[cfg(test)]
 mod fixtures;
+#[cfg(any(test, feature = "test-support"))]
+pub mod sample;
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;

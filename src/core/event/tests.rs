@@ -1,38 +1,8 @@
 //! Tests of the event envelope's encoding.
 
+use super::sample::sample_claim;
 use super::*;
-use crate::core::contract::{LossLevel, ToolClass};
-use crate::core::fingerprint::Category;
-
-/// A fixed claim envelope, used by the fixture test below and by other modules' tests.
-pub(crate) fn sample_claim() -> Envelope {
-    Envelope {
-        scope: ScopedHash([7; 32]),
-        operation_id: OperationId([9; 16]),
-        reply_to: Some(ReplyTo {
-            node: 1,
-            request: 2,
-        }),
-        body: EventBody::Claimed(Claim {
-            principal: "agent-a".into(),
-            tool: "payments.charge".into(),
-            holder: "worker-7".into(),
-            fingerprint: Fingerprint {
-                version: 1,
-                parts: vec![(Category::Amount, [1; 32])],
-            },
-            parent: None,
-            terms: ContractTerms {
-                class: ToolClass::Keyed,
-                loss: LossLevel::High,
-                lease_ms: 30_000,
-                retention_ms: 172_800_000,
-                queryable: true,
-                accept_unknown_risk: false,
-            },
-        }),
-    }
-}
+use crate::fingerprint::Category;
 
 /// The v1 encoding of [`sample_claim`], frozen when v1 was defined. Every later build must
 /// still decode it (STYLE: fixtures of every past version stay decodable).
@@ -129,7 +99,7 @@ fn given_a_payload_over_the_bound_when_decoded_then_too_large_and_at_the_bound_i
 
 #[test]
 fn every_event_type_has_its_stable_name() {
-    use crate::core::event::{Completion, Transition};
+    use crate::event::{Completion, Transition};
     let by = Transition {
         holder: "w".into(),
         expected_version: None,

@@ -4,7 +4,7 @@
 //! is a new version module (`schemas/fixtures/events-v2.hex` holds one event of every type).
 
 use super::v1;
-use crate::core::event as live;
+use crate::event as live;
 use serde::{Deserialize, Serialize};
 
 /// The envelope of one version-2 event.
@@ -69,8 +69,8 @@ impl From<Envelope> for live::Envelope {
             other => live::EventBody::from(v1::EventBody::from(other)),
         };
         Self {
-            scope: crate::core::key::ScopedHash(e.scope),
-            operation_id: crate::core::key::OperationId(e.operation_id),
+            scope: crate::key::ScopedHash(e.scope),
+            operation_id: crate::key::OperationId(e.operation_id),
             reply_to: e.reply_to.map(|r| live::ReplyTo {
                 node: r.node,
                 request: r.request,

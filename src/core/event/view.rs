@@ -5,8 +5,8 @@
 //! a client's key text, a request body or a token in the first place.
 
 use super::EventBody;
-use crate::core::fingerprint::Fingerprint;
-use crate::core::key::OperationId;
+use crate::fingerprint::Fingerprint;
+use crate::key::OperationId;
 use serde_json::{Value, json};
 
 /// The event's own fields, without the enum's wrapper: fingerprints as categories and a
@@ -55,10 +55,10 @@ fn redact(value: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::event::tests::sample_claim;
-    use crate::core::event::{CompensationClaim, EventBody};
+    use crate::event::sample::sample_claim;
+    use crate::event::{CompensationClaim, EventBody};
 
-    fn claim() -> crate::core::event::Claim {
+    fn claim() -> crate::event::Claim {
         match sample_claim().body {
             EventBody::Claimed(c) => c,
             other => panic!("a claim, got {other:?}"),

@@ -146,8 +146,8 @@ mod parts_hex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::fingerprint::fingerprint_v1;
-    use crate::core::fingerprint::test_support::{base, fp, payment_spec};
+    use crate::fingerprint::fingerprint_v1;
+    use crate::fingerprint::test_support::{base, fp, payment_spec};
     use serde_json::json;
 
     #[test]
@@ -174,13 +174,13 @@ mod tests {
 
     #[test]
     fn given_a_report_when_compared_then_only_reported_categories_and_never_v2_other() {
-        let spec = crate::core::fingerprint::test_support::spec(&[
+        let spec = crate::fingerprint::test_support::spec(&[
             (Category::Amount, &["amount"]),
             (Category::Other, &["note"]),
         ]);
         let request = json!({"amount": "10", "note": "n", "unlisted": 1});
         let v1 = fingerprint_v1(&spec, &request, None).expect("v1");
-        let v2 = crate::core::fingerprint::fingerprint_v2(&spec, &request, None).expect("v2");
+        let v2 = crate::fingerprint::fingerprint_v2(&spec, &request, None).expect("v2");
         // The report covers the listed fields only.
         let report = |amount: &str| {
             fingerprint_v1(&spec, &json!({"amount": amount, "note": "n"}), None).expect("report")
@@ -201,10 +201,10 @@ mod tests {
         assert!(v2.contradicted_by(&other_changed));
         // A category the stored fingerprint lacks is a contradiction.
         let only_amount =
-            crate::core::fingerprint::test_support::spec(&[(Category::Amount, &["amount"])]);
+            crate::fingerprint::test_support::spec(&[(Category::Amount, &["amount"])]);
         let stored = fingerprint_v1(&only_amount, &request, None).expect("v1");
         let wider = fingerprint_v1(
-            &crate::core::fingerprint::test_support::spec(&[(Category::Body, &["amount"])]),
+            &crate::fingerprint::test_support::spec(&[(Category::Body, &["amount"])]),
             &request,
             None,
         )

@@ -5,7 +5,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::{Category, Fingerprint, FingerprintError, FingerprintSpec};
-use crate::core::canonical::{self, CanonicalError, MAX_CANONICAL_BYTES, Mode};
+use crate::canonical::{self, CanonicalError, MAX_CANONICAL_BYTES, Mode};
 
 /// Domain-separation tag at the start of every v1 category hash input.
 pub const DOMAIN_TAG_V1: &str = "opledger/fingerprint/v1";
@@ -202,9 +202,9 @@ pub(super) fn put_lp(h: &mut Sha256, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::canonical::MAX_DEPTH;
-    use crate::core::fingerprint::fingerprint_for_version;
-    use crate::core::fingerprint::test_support::{base, diff, fp, payment_spec, spec};
+    use crate::canonical::MAX_DEPTH;
+    use crate::fingerprint::fingerprint_for_version;
+    use crate::fingerprint::test_support::{base, diff, fp, payment_spec, spec};
     use proptest::prelude::*;
     use serde_json::json;
     use std::collections::BTreeMap;
@@ -399,7 +399,7 @@ mod tests {
         );
         assert_eq!(
             fingerprint_for_version(2, &s, &base(), None),
-            crate::core::fingerprint::fingerprint_v2(&s, &base(), None)
+            crate::fingerprint::fingerprint_v2(&s, &base(), None)
         );
         assert_eq!(
             fingerprint_for_version(1, &s, &base(), None),

@@ -1,6 +1,6 @@
 //! Why a fingerprint could not be computed or a spec was refused.
 
-use crate::core::canonical::CanonicalError;
+use crate::canonical::CanonicalError;
 
 /// Why a fingerprint could not be computed. Messages never contain request values.
 #[derive(Debug, thiserror::Error, PartialEq)]

@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::FingerprintError;
-use crate::core::canonical::MAX_DEPTH;
+use crate::canonical::MAX_DEPTH;
 
 /// Maximum number of field paths in one spec (all categories together).
 pub const MAX_FIELDS: usize = 128;
@@ -217,8 +217,8 @@ fn validate_path(path: &str) -> Result<(), FingerprintError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::fingerprint::fingerprint_v1;
-    use crate::core::fingerprint::test_support::{base, spec};
+    use crate::fingerprint::fingerprint_v1;
+    use crate::fingerprint::test_support::{base, spec};
     use serde_json::json;
 
     #[test]

@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 
 use super::compute::{Lookup, check_inputs, finish, hash_category, lookup};
 use super::{Category, Fingerprint, FingerprintError, FingerprintSpec};
-use crate::core::canonical::{MAX_CANONICAL_BYTES, normalise_decimal};
+use crate::canonical::{MAX_CANONICAL_BYTES, normalise_decimal};
 
 /// Domain-separation tag of the unlisted part.
 pub const DOMAIN_TAG_V2: &str = "opledger/fingerprint/v2";
@@ -125,8 +125,8 @@ fn remove(map: &mut Map<String, Value>, segments: &[&str]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::fingerprint::test_support::{base, spec};
-    use crate::core::fingerprint::{FINGERPRINT_VERSION, fingerprint_v1};
+    use crate::fingerprint::test_support::{base, spec};
+    use crate::fingerprint::{FINGERPRINT_VERSION, fingerprint_v1};
     use serde_json::json;
 
     /// A payment tool's contract under version 2: the currency is no decimal, so it is no

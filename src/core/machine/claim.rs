@@ -2,10 +2,10 @@
 //! conflict or — after a lapsed lease — follow the tool's unknown-outcome policy.
 
 use super::{Outcome, advanced};
-use crate::core::contract::UnknownPolicy;
-use crate::core::decision::Decision;
-use crate::core::event::{Claim, CompensationClaim, Envelope};
-use crate::core::operation::{OpState, OperationRecord, UnknownCause};
+use crate::contract::UnknownPolicy;
+use crate::decision::Decision;
+use crate::event::{Claim, CompensationClaim, Envelope};
+use crate::operation::{OpState, OperationRecord, UnknownCause};
 
 /// The first claim for a scope: the claimant becomes the executor.
 pub(super) fn first(envelope: &Envelope, claim: &Claim, at: u64) -> Outcome {

@@ -24,9 +24,9 @@ mod retention;
 #[cfg(test)]
 mod tests;
 
-use crate::core::decision::{Decision, Rejection};
-use crate::core::event::{EventBody, LoggedEvent, Transition};
-use crate::core::operation::OperationRecord;
+use crate::decision::{Decision, Rejection};
+use crate::event::{EventBody, LoggedEvent, Transition};
+use crate::operation::OperationRecord;
 
 /// The result of applying one event.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,7 +112,7 @@ fn check_reporter(record: &OperationRecord, by: &Transition) -> Result<(), Rejec
 /// The record with a new state: version bumped, update time set.
 fn advanced(
     record: &OperationRecord,
-    state: crate::core::operation::OpState,
+    state: crate::operation::OpState,
     at: u64,
 ) -> OperationRecord {
     let mut next = OperationRecord {

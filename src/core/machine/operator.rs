@@ -2,9 +2,9 @@
 //! resolve it as completed (with the result found) or not executed (the key is released).
 
 use super::{Outcome, advanced};
-use crate::core::decision::{Decision, Rejection};
-use crate::core::event::{OperatorAction, Resolution, ResolvedOutcome};
-use crate::core::operation::{OpState, OperationRecord, ReleaseCause, UnknownCause};
+use crate::decision::{Decision, Rejection};
+use crate::event::{OperatorAction, Resolution, ResolvedOutcome};
+use crate::operation::{OpState, OperationRecord, ReleaseCause, UnknownCause};
 
 fn check_version(record: &OperationRecord, by: &OperatorAction) -> Result<(), Rejection> {
     match by.expected_version {

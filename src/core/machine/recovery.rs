@@ -4,10 +4,10 @@
 //! nothing, schedules the next check with backoff.
 
 use super::{Outcome, advanced};
-use crate::core::contract::UnknownPolicy;
-use crate::core::decision::{Decision, Rejection};
-use crate::core::event::{Evidence, EvidenceReport, RecoveryStart};
-use crate::core::operation::{
+use crate::contract::UnknownPolicy;
+use crate::decision::{Decision, Rejection};
+use crate::event::{Evidence, EvidenceReport, RecoveryStart};
+use crate::operation::{
     OpState, OperationRecord, QueryResult, Recovery, RecoveryLease, ReleaseCause, UnknownCause,
 };
 

@@ -3,10 +3,10 @@
 //! evidence; it can never overwrite a finished result (R14).
 
 use super::{Outcome, advanced, check_reporter};
-use crate::core::contract::UnknownPolicy;
-use crate::core::decision::{Decision, Rejection};
-use crate::core::event::{Completion, Failure, FailureKind, Transition};
-use crate::core::operation::{OpState, OperationRecord, ReleaseCause, UnknownCause};
+use crate::contract::UnknownPolicy;
+use crate::decision::{Decision, Rejection};
+use crate::event::{Completion, Failure, FailureKind, Transition};
+use crate::operation::{OpState, OperationRecord, ReleaseCause, UnknownCause};
 
 /// Extends a live lease. Renewal is not a state change, so the version stays.
 pub(super) fn heartbeat(record: &OperationRecord, by: &Transition, at: u64) -> Outcome {

@@ -4,8 +4,8 @@
 //! do, and an expired key is spent (a new intent takes a new key).
 
 use super::{Outcome, advanced};
-use crate::core::decision::{Decision, Rejection};
-use crate::core::operation::{OpState, OperationRecord};
+use crate::decision::{Decision, Rejection};
+use crate::operation::{OpState, OperationRecord};
 
 /// Expires a settled operation whose retention lapsed.
 pub(super) fn expire(record: &OperationRecord, at: u64) -> Outcome {

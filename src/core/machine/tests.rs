@@ -1,16 +1,16 @@
 //! Given events, when an event, then a decision and a state. Every rejection has a test here.
 
 use super::apply;
-use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
-use crate::core::decision::{Decision, Rejection};
-use crate::core::event::{
+use crate::contract::{ContractTerms, LossLevel, ToolClass};
+use crate::decision::{Decision, Rejection};
+use crate::event::{
     BusinessResult, Claim, CompensationClaim, Completion, Envelope, EventBody, Evidence,
     EvidenceReport, Failure, FailureKind, LoggedEvent, OperatorAction, RecoveryStart, Resolution,
     ResolvedOutcome, Transition,
 };
-use crate::core::fingerprint::{Category, FINGERPRINT_VERSION, Fingerprint};
-use crate::core::key::{OperationId, ScopedHash};
-use crate::core::operation::{OpState, OperationRecord, ReleaseCause, UnknownCause};
+use crate::fingerprint::{Category, FINGERPRINT_VERSION, Fingerprint};
+use crate::key::{OperationId, ScopedHash};
+use crate::operation::{OpState, OperationRecord, ReleaseCause, UnknownCause};
 
 const LEASE: u64 = 1_000;
 
@@ -706,7 +706,7 @@ fn given_nothing_to_settle_when_an_operator_acts_then_rejected_with_the_reason()
 /// `classify` (metrics outcome kinds) over a released operation executed again.
 #[test]
 fn given_a_release_when_claimed_again_then_the_outcome_is_a_reexecution() {
-    use crate::core::outcome::{OutcomeKind, classify};
+    use crate::outcome::{OutcomeKind, classify};
     let mut s = Scenario::claimed();
     s.when(5, fail("w1", FailureKind::NotAccepted, "busy"));
     let before = s.record.clone();
@@ -1251,7 +1251,7 @@ fn given_an_unknown_outcome_of_an_unqueryable_tool_when_recovery_starts_then_not
         (true, Decision::Accepted),
     ] {
         let mut s = Scenario::new(terms(ToolClass::Keyed, queryable));
-        let mut record = crate::core::operation::fixture(3, state.clone(), queryable);
+        let mut record = crate::operation::fixture(3, state.clone(), queryable);
         record.scope = ScopedHash([3; 32]);
         record.id = OperationId::for_scope(&record.scope);
         s.record = Some(record);

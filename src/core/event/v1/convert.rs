@@ -2,10 +2,10 @@
 //! writing, back to them when reading.
 
 use super::*;
-use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
-use crate::core::event as live;
-use crate::core::fingerprint::{Category, Fingerprint};
-use crate::core::key::{OperationId, ScopedHash};
+use crate::contract::{ContractTerms, LossLevel, ToolClass};
+use crate::event as live;
+use crate::fingerprint::{Category, Fingerprint};
+use crate::key::{OperationId, ScopedHash};
 
 impl From<&live::Envelope> for Envelope {
     fn from(e: &live::Envelope) -> Self {
