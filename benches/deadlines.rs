@@ -32,6 +32,7 @@ fn record(n: u32, settled: bool) -> OperationRecord {
                 resource_ref: format!("r-{n}"),
                 status: 200,
                 headers: Default::default(),
+                body: None,
             },
         }
     } else {

@@ -285,6 +285,7 @@ impl Agent<'_> {
                 resource_ref,
                 status: 200,
                 headers: Default::default(),
+                body: None,
             }),
             None => Report::Unknown,
         };

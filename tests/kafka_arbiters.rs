@@ -223,6 +223,7 @@ async fn two_owners(faults: Faults) {
                     resource_ref: format!("ch_{i}"),
                     status: 201,
                     headers: Default::default(),
+                    body: None,
                 })
             };
             let reported = ledger

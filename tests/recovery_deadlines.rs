@@ -67,6 +67,7 @@ fn settled(n: u32) -> OperationRecord {
             resource_ref: format!("msg-{n}"),
             status: 201,
             headers: Default::default(),
+            body: None,
         },
     };
     let terms = conformance::unsafe_terms();
@@ -249,6 +250,7 @@ async fn retention_expires_an_operation_with_a_legacy_id_on_a_shared_log() {
             resource_ref: "msg-old".into(),
             status: 201,
             headers: Default::default(),
+            body: None,
         },
     };
     let terms = conformance::unsafe_terms();

@@ -91,6 +91,7 @@ pub(super) async fn resolve(
             resource_ref: r.resource_ref,
             status: r.status,
             headers: r.headers,
+            body: None,
         }),
         (OutcomeBody::NotExecuted, None) => ResolvedOutcome::NotExecuted,
         (OutcomeBody::Completed, None) => {

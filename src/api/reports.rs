@@ -127,6 +127,7 @@ pub(super) async fn complete(
         resource_ref: b.result.resource_ref,
         status: b.result.status,
         headers: b.result.headers,
+        body: None,
     };
     let r = Report::Complete(result);
     report(&state, &principal, &id, &b.holder, b.expected_version, r).await

@@ -21,8 +21,9 @@ use serde::{Deserialize, Serialize};
 /// Variants are only ever added at the end of [`PeerRequest`] and [`PeerResponse`], so a
 /// message of an older build of the same format always decodes; an older node refuses a
 /// variant it does not know (`Due` and `History` came later) as undecodable, and the asking recovery
-/// tick logs it and asks again next tick.
-pub const PEER_FORMAT: u16 = 1;
+/// tick logs it and asks again next tick. 2: a completed operation's result may carry its
+/// content (event schema version 3); every message without a result is encoded as in format 1.
+pub const PEER_FORMAT: u16 = 2;
 
 /// The path peers are asked on.
 pub const PEER_PATH: &str = "/internal/v1/partition";
@@ -213,6 +214,15 @@ mod tests {
     use crate::core::event::sample::sample_claim;
     use crate::core::key::OperationId;
 
+    /// A frozen format-1 message as format 2 carries it: format 2 changed only results, so
+    /// every message of the format-1 fixtures (none has a result) keeps its bytes.
+    fn as_current(format_1: &[u8]) -> Vec<u8> {
+        let mut bytes = format_1.to_vec();
+        assert_eq!(bytes[..2], 1u16.to_le_bytes(), "a format-1 fixture");
+        bytes[..2].copy_from_slice(&PEER_FORMAT.to_le_bytes());
+        bytes
+    }
+
     fn messages() -> (Vec<PeerRequest>, Vec<PeerResponse>) {
         let claim = sample_claim();
         let requests = vec![
@@ -276,10 +286,14 @@ mod tests {
     const SUBMIT_V1_HEX: &str = include_str!("../../schemas/fixtures/peer-submit-v1.hex");
 
     #[test]
-    fn the_frozen_format_1_submit_still_decodes() {
+    fn the_frozen_format_1_submit_is_refused_by_name_and_its_body_is_unchanged() {
         let (requests, _) = messages();
         let bytes = hex::decode(SUBMIT_V1_HEX.trim()).expect("fixture is hex");
-        assert_eq!(decode::<PeerRequest>(&bytes).expect("decodes"), requests[0]);
+        assert_eq!(decode::<PeerRequest>(&bytes), Err(PeerError::Format(1)));
+        assert_eq!(
+            decode::<PeerRequest>(&as_current(&bytes)).expect("decodes"),
+            requests[0]
+        );
     }
 
     /// The format-1 encoding of every request and response above, one hex line each, frozen:
@@ -297,12 +311,14 @@ mod tests {
         assert_eq!(lines.len(), requests.len() + responses.len());
         let (frozen_requests, frozen_responses) = lines.split_at(requests.len());
         for (m, bytes) in requests.iter().zip(frozen_requests) {
-            assert_eq!(&decode::<PeerRequest>(bytes).expect("decodes"), m);
-            assert_eq!(&encode(m), bytes, "{m:?}");
+            let bytes = as_current(bytes);
+            assert_eq!(&decode::<PeerRequest>(&bytes).expect("decodes"), m);
+            assert_eq!(encode(m), bytes, "{m:?}");
         }
         for (m, bytes) in responses.iter().zip(frozen_responses) {
-            assert_eq!(&decode::<PeerResponse>(bytes).expect("decodes"), m);
-            assert_eq!(&encode(m), bytes, "{m:?}");
+            let bytes = as_current(bytes);
+            assert_eq!(&decode::<PeerResponse>(&bytes).expect("decodes"), m);
+            assert_eq!(encode(m), bytes, "{m:?}");
         }
     }
 
@@ -342,6 +358,7 @@ mod tests {
             .map(|l| hex::decode(l.trim()).expect("fixture is hex"))
             .collect();
         assert_eq!(lines.len(), 2);
+        let lines: Vec<Vec<u8>> = lines.iter().map(|l| as_current(l)).collect();
         assert_eq!(decode::<PeerRequest>(&lines[0]).expect("decodes"), request);
         assert_eq!(encode(&request), lines[0]);
         assert_eq!(
@@ -366,12 +383,82 @@ mod tests {
         std::fs::write(path, text).expect("writes");
     }
 
+    /// What format 2 added, frozen: answers carrying a completed record whose result has
+    /// content (kept, then withheld).
+    fn result_messages() -> Vec<PeerResponse> {
+        use crate::core::event::{BusinessResult, ResultBody};
+        use crate::core::operation::{OpState, fixture};
+        let completed = |n, body| {
+            let mut record = fixture(
+                n,
+                OpState::Processing {
+                    lease_expires_at_ms: 0,
+                },
+                true,
+            );
+            record.state = OpState::Completed {
+                result: BusinessResult {
+                    resource_ref: "ch_3PQ".into(),
+                    status: 201,
+                    headers: Default::default(),
+                    body: Some(body),
+                },
+            };
+            record
+        };
+        vec![
+            PeerResponse::Decided(Answer {
+                decision: Decision::Replay,
+                record: Some(completed(1, ResultBody::Kept(r#"{"content":[]}"#.into()))),
+            }),
+            PeerResponse::Record(Some(completed(
+                2,
+                ResultBody::Withheld {
+                    sha256: [0x5a; 32],
+                    bytes: 200_000,
+                },
+            ))),
+        ]
+    }
+
+    const RESULTS_V2_HEX: &str =
+        include_str!("../../schemas/fixtures/peer-messages-v2-results.hex");
+
+    #[test]
+    fn the_frozen_format_2_result_messages_still_decode_and_encode_the_same() {
+        let lines: Vec<Vec<u8>> = RESULTS_V2_HEX
+            .lines()
+            .map(|l| hex::decode(l.trim()).expect("fixture is hex"))
+            .collect();
+        let messages = result_messages();
+        assert_eq!(lines.len(), messages.len());
+        for (m, bytes) in messages.iter().zip(&lines) {
+            assert_eq!(&decode::<PeerResponse>(bytes).expect("decodes"), m);
+            assert_eq!(&encode(m), bytes, "{m:?}");
+        }
+    }
+
+    #[test]
+    #[ignore = "writes the result messages' fixture once"]
+    fn write_results_fixture() {
+        let path = "schemas/fixtures/peer-messages-v2-results.hex";
+        let frozen = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(frozen.trim().is_empty(), "{path} is frozen");
+        let text: String = result_messages()
+            .iter()
+            .map(|m| format!("{}\n", hex::encode(encode(m))))
+            .collect();
+        std::fs::write(path, text).expect("writes");
+    }
+
     #[test]
     fn other_formats_and_garbage_are_refused_by_name() {
         let (requests, _) = messages();
         let mut bytes = encode(&requests[0]);
-        bytes[..2].copy_from_slice(&2u16.to_le_bytes());
-        assert_eq!(decode::<PeerRequest>(&bytes), Err(PeerError::Format(2)));
+        for other in [1u16, 3] {
+            bytes[..2].copy_from_slice(&other.to_le_bytes());
+            assert_eq!(decode::<PeerRequest>(&bytes), Err(PeerError::Format(other)));
+        }
         assert!(matches!(
             decode::<PeerRequest>(b"\x01"),
             Err(PeerError::Undecodable(_))

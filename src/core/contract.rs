@@ -180,6 +180,28 @@ mod tests {
     }
 
     #[test]
+    fn class_names_are_pinned_and_only_read_tools_go_unrecorded() {
+        let classes = [
+            ToolClass::Read,
+            ToolClass::Natural,
+            ToolClass::Keyed,
+            ToolClass::Unsafe,
+        ];
+        assert_eq!(
+            classes.map(ToolClass::as_str),
+            ["read", "natural", "keyed", "unsafe"]
+        );
+        for class in classes {
+            let recorded = ToolContract {
+                class,
+                ..contract()
+            }
+            .is_recorded();
+            assert_eq!(recorded, class != ToolClass::Read, "{}", class.as_str());
+        }
+    }
+
+    #[test]
     fn unknown_policy_follows_the_class() {
         use LossLevel::*;
         use ToolClass::*;

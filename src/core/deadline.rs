@@ -130,6 +130,7 @@ mod tests {
                 resource_ref: "r".into(),
                 status: 200,
                 headers: Default::default(),
+                body: None,
             },
         };
         assert_eq!(

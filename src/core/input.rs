@@ -12,6 +12,9 @@ pub const RESOURCE_REF_BYTES_MAX: usize = 1024;
 pub const RESULT_HEADERS_MAX: usize = 16;
 /// Longest result header name or value, in bytes.
 pub const HEADER_BYTES_MAX: usize = 1024;
+/// Largest result content kept whole, in bytes: with the rest of a completion it stays well
+/// inside one event (`event::EVENT_BYTES_MAX`, 256 KiB). Larger content is withheld.
+pub const RESULT_BODY_BYTES_MAX: usize = 128 * 1024;
 
 /// A field that is not acceptable. Names the field and the rule, never the value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,6 +53,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_bounds_are_pinned() {
+        assert_eq!(
+            (
+                HOLDER_BYTES_MAX,
+                CODE_BYTES_MAX,
+                RESOURCE_REF_BYTES_MAX,
+                RESULT_HEADERS_MAX,
+                HEADER_BYTES_MAX,
+                RESULT_BODY_BYTES_MAX,
+            ),
+            (128, 128, 1024, 16, 1024, 131_072)
+        );
+        // Content at its bound, with the rest of a completion, fits one event.
+        const { assert!(RESULT_BODY_BYTES_MAX + 64 * 1024 < crate::event::EVENT_BYTES_MAX) };
+    }
+
+    #[test]
     fn holders_and_codes_are_bounded_visible_ascii() {
         assert!(visible_ascii("holder", "worker-7", HOLDER_BYTES_MAX).is_ok());
         assert!(visible_ascii("holder", "", HOLDER_BYTES_MAX).is_err());
@@ -62,6 +82,8 @@ mod tests {
             )
             .is_err()
         );
+        let at_bound = "w".repeat(HOLDER_BYTES_MAX);
+        assert!(visible_ascii("holder", &at_bound, HOLDER_BYTES_MAX).is_ok());
         let e = visible_ascii("code", "bad\ncode", CODE_BYTES_MAX).expect_err("rejected");
         assert_eq!(e.field, "code");
         assert!(!e.to_string().contains("bad"));
@@ -71,5 +93,12 @@ mod tests {
     fn references_may_hold_spaces_but_no_control_characters() {
         assert!(plain_text("resource_ref", "ticket 42/a", RESOURCE_REF_BYTES_MAX).is_ok());
         assert!(plain_text("resource_ref", "t\u{0}", RESOURCE_REF_BYTES_MAX).is_err());
+        // 1 to max bytes: empty and one byte over are refused, the bound itself is kept.
+        assert!(plain_text("resource_ref", "", RESOURCE_REF_BYTES_MAX).is_err());
+        assert!(plain_text("resource_ref", &"r".repeat(4), 4).is_ok());
+        let over = plain_text("resource_ref", &"r".repeat(5), 4).expect_err("over");
+        assert_eq!(over.field, "resource_ref");
+        assert!(over.rule.contains("1 to 4 bytes"), "{}", over.rule);
+        assert!(plain_text("resource_ref", "r r", 2).is_err());
     }
 }

@@ -1,6 +1,6 @@
 //! What callers ask of the ledger, and the bounds a business result must keep.
 
-use crate::core::event::{BusinessResult, FailureKind, ResolvedOutcome};
+use crate::core::event::{BusinessResult, FailureKind, ResolvedOutcome, ResultBody};
 use crate::core::input::{self, InputError};
 use crate::partition::Answer;
 
@@ -80,5 +80,47 @@ pub(super) fn check_result(result: &BusinessResult) -> Result<(), InputError> {
         input::visible_ascii("headers", name, input::HEADER_BYTES_MAX)?;
         input::plain_text("headers", value, input::HEADER_BYTES_MAX)?;
     }
+    if let Some(ResultBody::Kept(text)) = &result.body
+        && text.len() > input::RESULT_BODY_BYTES_MAX
+    {
+        return Err(InputError {
+            field: "body",
+            rule: format!(
+                "may hold at most {} bytes (withhold larger content: keep its SHA-256 and size)",
+                input::RESULT_BODY_BYTES_MAX
+            ),
+        });
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_body(body: Option<ResultBody>) -> BusinessResult {
+        BusinessResult {
+            resource_ref: "ch_1".into(),
+            status: 201,
+            headers: Default::default(),
+            body,
+        }
+    }
+
+    #[test]
+    fn a_result_keeps_content_up_to_its_bound_and_refuses_more_naming_the_field() {
+        let at = "x".repeat(input::RESULT_BODY_BYTES_MAX);
+        assert_eq!(check_result(&with_body(Some(ResultBody::Kept(at)))), Ok(()));
+        let over = "x".repeat(input::RESULT_BODY_BYTES_MAX + 1);
+        let refused = check_result(&with_body(Some(ResultBody::Kept(over)))).expect_err("over");
+        assert_eq!(refused.field, "body");
+        assert!(refused.rule.contains("131072"), "{}", refused.rule);
+        // Withheld content is its digest and size: any size.
+        let withheld = ResultBody::Withheld {
+            sha256: [1; 32],
+            bytes: u64::MAX,
+        };
+        assert_eq!(check_result(&with_body(Some(withheld))), Ok(()));
+        assert_eq!(check_result(&with_body(None)), Ok(()));
+    }
 }

@@ -188,7 +188,7 @@ impl Node {
                 tracing::info!(
                     schema = crate::core::event::EVENT_SCHEMA_VERSION,
                     rules = crate::core::machine::RULES_VERSION,
-                    "writing events of this schema version: a node of a build that does not know it stops at its first event rather than misread it; upgrade every node of the topic together (schemas/events-v2.md)"
+                    "writing events of this schema version: a node of a build that does not know it stops at its first event rather than misread it; upgrade every node of the topic together (schemas/events-v3.md)"
                 );
                 let key = peer_key(kafka)?;
                 let joined = membership::join(

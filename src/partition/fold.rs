@@ -483,6 +483,7 @@ mod tests {
                 resource_ref: "r".into(),
                 status: 200,
                 headers: Default::default(),
+                body: None,
             },
         })
     }

@@ -72,6 +72,7 @@ fn interpret_body(body: &[u8], spec: &FingerprintSpec) -> Evidence {
                     resource_ref,
                     status: 200,
                     headers,
+                    body: None,
                 },
                 fields: answer.get("fields").and_then(|f| reported_fields(f, spec)),
             }

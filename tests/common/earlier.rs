@@ -44,6 +44,7 @@ pub async fn write_completed(
             resource_ref: "OPS-41".into(),
             status: 201,
             headers: Default::default(),
+            body: None,
         },
     });
     let partition = partition_for(&scope.0, log.partition_count());

@@ -167,6 +167,14 @@ mod tests {
     }
 
     #[test]
+    fn given_exponents_of_nine_and_ten_significant_digits_then_only_nine_are_read() {
+        // Zero makes the exponent's size the only bound in play.
+        assert_eq!(normalise_decimal("0e123456789").as_deref(), Some("0"));
+        assert_eq!(normalise_decimal("0e-000123456789").as_deref(), Some("0"));
+        assert_eq!(normalise_decimal("0e1234567890"), None);
+    }
+
+    #[test]
     fn given_exponents_when_normalised_then_plain_notation() {
         assert_eq!(normalise_decimal("1e3").as_deref(), Some("1000"));
         assert_eq!(normalise_decimal("12e-4").as_deref(), Some("0.0012"));

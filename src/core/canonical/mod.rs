@@ -336,6 +336,26 @@ mod tests {
     }
 
     #[test]
+    fn given_objects_nested_to_the_limit_when_canonicalised_then_ok_and_one_more_fails() {
+        let mut v = json!(1);
+        for _ in 0..MAX_DEPTH {
+            v = json!({ "k": v });
+        }
+        assert!(canonical_json(&v, Mode::Plain).is_ok());
+        assert_eq!(
+            canonical_json(&json!({ "k": v }), Mode::Plain),
+            Err(CanonicalError::TooDeep { limit: MAX_DEPTH })
+        );
+    }
+
+    #[test]
+    fn given_the_bounds_then_they_are_pinned() {
+        assert_eq!(MAX_DEPTH, 32);
+        assert_eq!(MAX_CANONICAL_BYTES, 1_048_576, "1 MiB");
+        assert_eq!(MAX_DECIMAL_LEN, 400);
+    }
+
+    #[test]
     fn given_oversized_value_when_canonicalised_then_too_large() {
         let big = Value::String("x".repeat(MAX_CANONICAL_BYTES));
         assert_eq!(

@@ -1,7 +1,7 @@
 //! The wire form of events: `[schema version: u16 little-endian][bincode 2 (standard config) of
 //! that version's frozen envelope]`, converted to and from the live types.
 
-use super::{EVENT_BYTES_MAX, EVENT_SCHEMA_VERSION, Envelope, v1, v2};
+use super::{EVENT_BYTES_MAX, EVENT_SCHEMA_VERSION, Envelope, EventBody, v1, v2, v3};
 
 /// Why an event payload could not be decoded.
 #[derive(Debug, thiserror::Error)]
@@ -42,10 +42,11 @@ pub enum EncodeError {
     #[error("event does not encode: {0}")]
     Body(#[from] bincode::error::EncodeError),
     /// No such schema version to write.
-    #[error("event schema version {0} is not one this build writes (1 or {EVENT_SCHEMA_VERSION})")]
+    #[error("event schema version {0} is not one this build writes (1 to {EVENT_SCHEMA_VERSION})")]
     UnknownVersion(u16),
     /// The event needs a newer version than the one asked for (an ownership change by rules
-    /// newer than 1 cannot be written as version 1).
+    /// newer than 1 cannot be written as version 1, a result with content not before version
+    /// 3), or one no version has (content in a status query's evidence).
     #[error("this event cannot be written as schema version {0} without losing what it says")]
     Lossy(u16),
 }
@@ -59,24 +60,43 @@ pub fn encode(envelope: &Envelope) -> Result<Vec<u8>, EncodeError> {
     encode_as(envelope, EVENT_SCHEMA_VERSION)
 }
 
-/// Encodes an envelope with schema `version` (one of `EVENT_SCHEMA_VERSIONS`). Version 1 has no
-/// rules version in an ownership change: only one by rules 1 can be written as version 1.
+/// Encodes an envelope with schema `version` (one of `EVENT_SCHEMA_VERSIONS`), refusing an
+/// event that version cannot hold ([`oldest_version`]).
 pub fn encode_as(envelope: &Envelope, version: u16) -> Result<Vec<u8>, EncodeError> {
+    if !(1..=EVENT_SCHEMA_VERSION).contains(&version) {
+        return Err(EncodeError::UnknownVersion(version));
+    }
+    match oldest_version(&envelope.body) {
+        Some(oldest) if oldest <= version => {}
+        _ => return Err(EncodeError::Lossy(version)),
+    }
     let body = match version {
-        1 => {
-            if let super::EventBody::OwnerChanged(change) = &envelope.body
-                && change.rules != 1
-            {
-                return Err(EncodeError::Lossy(1));
-            }
-            bincode::serde::encode_to_vec(v1::Envelope::from(envelope), bincode_config())?
-        }
+        1 => bincode::serde::encode_to_vec(v1::Envelope::from(envelope), bincode_config())?,
         2 => bincode::serde::encode_to_vec(v2::Envelope::from(envelope), bincode_config())?,
-        other => return Err(EncodeError::UnknownVersion(other)),
+        _ => bincode::serde::encode_to_vec(v3::Envelope::from(envelope), bincode_config())?,
     };
     let mut out = version.to_le_bytes().to_vec();
     out.extend_from_slice(&body);
     Ok(out)
+}
+
+/// The oldest schema version that holds everything `body` says, or `None` where none does:
+/// an ownership change by rules newer than 1 needs version 2, a result with content version 3;
+/// a status query's evidence never carries content (no version has a place for it).
+pub fn oldest_version(body: &EventBody) -> Option<u16> {
+    match body {
+        EventBody::OwnerChanged(change) if change.rules != 1 => Some(2),
+        EventBody::Completed(c) if c.result.body.is_some() => Some(3),
+        EventBody::Resolved(r) => match &r.outcome {
+            super::ResolvedOutcome::Completed(result) if result.body.is_some() => Some(3),
+            _ => Some(1),
+        },
+        EventBody::EvidenceReported(r) => match &r.evidence {
+            super::Evidence::Found { result, .. } if result.body.is_some() => None,
+            _ => Some(1),
+        },
+        _ => Some(1),
+    }
 }
 
 /// Decodes a `body` of schema `version` as its wire type `W`, refusing trailing bytes.
@@ -109,6 +129,7 @@ pub fn decode(payload: &[u8]) -> Result<(Envelope, u16), DecodeError> {
     match version {
         1 => Ok((decode_body::<v1::Envelope>(version, body)?.into(), version)),
         2 => Ok((decode_body::<v2::Envelope>(version, body)?.into(), version)),
+        3 => Ok((decode_body::<v3::Envelope>(version, body)?.into(), version)),
         other => Err(DecodeError::UnsupportedVersion(other)),
     }
 }

@@ -11,6 +11,7 @@ use crate::fingerprint::Category;
 
 const EVENTS_V1: &str = include_str!("../../../schemas/fixtures/events-v1.hex");
 const EVENTS_V2: &str = include_str!("../../../schemas/fixtures/events-v2.hex");
+const EVENTS_V3: &str = include_str!("../../../schemas/fixtures/events-v3.hex");
 
 fn by(expected_version: Option<u64>) -> Transition {
     Transition {
@@ -24,6 +25,7 @@ fn result() -> BusinessResult {
         resource_ref: "ch_3PQ".into(),
         status: 201,
         headers: BTreeMap::from([("location".into(), "/charges/ch_3PQ".into())]),
+        body: None,
     }
 }
 
@@ -225,6 +227,37 @@ fn samples_v2() -> Vec<(&'static str, Envelope)> {
     samples
 }
 
+/// The samples as version 3 writes them: version 2's, with content in the completion's result
+/// (kept) and in the resolution's (withheld), and one completion without content after them.
+fn samples_v3() -> Vec<(&'static str, Envelope)> {
+    let mut samples = samples_v2();
+    for (name, event) in &mut samples {
+        match (&*name, &mut event.body) {
+            (&"completed", EventBody::Completed(c)) => {
+                c.result.body = Some(ResultBody::Kept(
+                    r#"{"content":[{"type":"text","text":"charged ch_3PQ"}]}"#.into(),
+                ));
+            }
+            (&"resolved", EventBody::Resolved(r)) => {
+                if let ResolvedOutcome::Completed(result) = &mut r.outcome {
+                    result.body = Some(ResultBody::Withheld {
+                        sha256: [0x5a; 32],
+                        bytes: 200_000,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    let plain = samples_v2()
+        .into_iter()
+        .find(|(name, _)| *name == "completed")
+        .map(|(_, event)| event)
+        .expect("a completion sample");
+    samples.push(("completed_without_content", plain));
+    samples
+}
+
 fn frozen(file: &str) -> Vec<(String, Vec<u8>)> {
     file.lines()
         .filter(|l| !l.trim().is_empty())
@@ -265,7 +298,12 @@ fn every_frozen_v2_event_decodes_to_its_event_and_encodes_to_the_same_bytes() {
 }
 
 #[test]
-fn events_are_written_as_version_2_and_only_the_ownership_change_differs_from_version_1() {
+fn every_frozen_v3_event_decodes_to_its_event_and_encodes_to_the_same_bytes() {
+    check(EVENTS_V3, 3, &samples_v3());
+}
+
+#[test]
+fn version_2_changed_only_the_ownership_change_and_version_3_only_results() {
     for ((name, v1), (_, v2)) in frozen(EVENTS_V1).iter().zip(frozen(EVENTS_V2)) {
         assert_eq!(&v2[..2], &2u16.to_le_bytes(), "{name}");
         if name == "owner_changed" {
@@ -274,10 +312,26 @@ fn events_are_written_as_version_2_and_only_the_ownership_change_differs_from_ve
             assert_eq!(v1[2..], v2[2..], "{name}: the same body in both versions");
         }
     }
-    for (name, event) in samples_v2() {
+    for ((name, v2), (_, v3)) in frozen(EVENTS_V2).iter().zip(frozen(EVENTS_V3)) {
+        assert_eq!(&v3[..2], &3u16.to_le_bytes(), "{name}");
+        if name == "completed" || name == "resolved" {
+            assert_ne!(v2[2..], v3[2..], "{name}: its result carries content");
+        } else {
+            assert_eq!(v2[2..], v3[2..], "{name}: the same body in both versions");
+        }
+    }
+    // A result without content is version 2's result and one more byte: `None`.
+    let v3 = frozen(EVENTS_V3);
+    let plain = &v3.last().expect("a last fixture").1;
+    let v2 = frozen(EVENTS_V2);
+    let completed = &v2.iter().find(|(n, _)| n == "completed").expect("in v2").1;
+    assert_eq!(plain[2..plain.len() - 1], completed[2..]);
+    assert_eq!(plain.last(), Some(&0));
+    // Events are written as the newest version.
+    for (name, event) in samples_v3() {
         assert_eq!(
             encode(&event).expect("encodes"),
-            encode_as(&event, 2).expect("encodes"),
+            encode_as(&event, 3).expect("encodes"),
             "{name}"
         );
     }

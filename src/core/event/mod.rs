@@ -2,18 +2,19 @@
 //!
 //! Wire form of an event payload: `[schema version: u16 little-endian][bincode 2 (standard config)
 //! of the version's envelope]`. The types here are the live ones the state machine uses; what is
-//! written and read are the frozen wire types of each version (`v1`, `v2`), converted to and from
+//! written and read are the frozen wire types of each version (`v1`, `v2`, `v3`), converted to and from
 //! these (`codec`). The log's frame carries the offset and the log's timestamp, which enter the
 //! core as data in [`LoggedEvent`]. Older schema versions are upcast on decode; an unknown
 //! version is rejected explicitly, never guessed at. See `schemas/events-v1.md` and
-//! `schemas/events-v2.md`.
+//! `schemas/events-v2.md` and `schemas/events-v3.md`.
 
 mod codec;
 mod v1;
 mod v2;
+mod v3;
 mod view;
 
-pub use codec::{DecodeError, EncodeError, decode, encode, encode_as};
+pub use codec::{DecodeError, EncodeError, decode, encode, encode_as, oldest_version};
 pub use view::redacted_fields;
 
 use crate::contract::ContractTerms;
@@ -23,11 +24,12 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The schema version new events are written with. 2: an ownership change records the
-/// version of the decision rules its node arbitrates with.
-pub const EVENT_SCHEMA_VERSION: u16 = 2;
+/// version of the decision rules its node arbitrates with. 3: a business result may carry its
+/// content ([`ResultBody`]).
+pub const EVENT_SCHEMA_VERSION: u16 = 3;
 
 /// Every schema version this build reads (older ones upcast to the live types).
-pub const EVENT_SCHEMA_VERSIONS: [u16; 2] = [1, 2];
+pub const EVENT_SCHEMA_VERSIONS: [u16; 3] = [1, 2, 3];
 
 /// Largest encoded event accepted by the decoder, a bound against corrupt length fields.
 pub const EVENT_BYTES_MAX: usize = 256 * 1024;
@@ -278,6 +280,24 @@ pub struct BusinessResult {
     pub status: u16,
     /// The few headers a replay needs.
     pub headers: BTreeMap<String, String>,
+    /// The result's content, where the executor reports one (an MCP tool result is its JSON):
+    /// replays answer with it. Since event schema version 3.
+    pub body: Option<ResultBody>,
+}
+
+/// The content of a business result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ResultBody {
+    /// Kept whole (at most `input::RESULT_BODY_BYTES_MAX` bytes): replays return this text.
+    Kept(String),
+    /// Too large to keep: what it was, so a replay can say what it withholds. The effect
+    /// happened all the same; only its content is not in the log.
+    Withheld {
+        /// SHA-256 of the content.
+        sha256: [u8; 32],
+        /// Its size in bytes.
+        bytes: u64,
+    },
 }
 
 /// A completion report.

@@ -118,6 +118,7 @@ fn every_event_type_has_its_stable_name() {
                     resource_ref: "r".into(),
                     status: 200,
                     headers: Default::default(),
+                    body: None,
                 },
             }),
             "completed",
@@ -185,11 +186,13 @@ fn every_event_type_has_its_stable_name() {
 }
 
 #[test]
-fn given_a_version_to_write_then_only_known_versions_and_no_lossy_v1_are_written() {
-    assert!(matches!(
-        encode_as(&sample_claim(), 3),
-        Err(EncodeError::UnknownVersion(3))
-    ));
+fn given_a_version_to_write_then_only_known_versions_and_no_lossy_ones_are_written() {
+    for unknown in [0, 4] {
+        assert!(matches!(
+            encode_as(&sample_claim(), unknown),
+            Err(EncodeError::UnknownVersion(v)) if v == unknown
+        ));
+    }
     let newer = Envelope {
         body: EventBody::OwnerChanged(OwnerChange {
             owner: "n".into(),
@@ -200,6 +203,87 @@ fn given_a_version_to_write_then_only_known_versions_and_no_lossy_v1_are_written
     assert!(matches!(encode_as(&newer, 1), Err(EncodeError::Lossy(1))));
     let (back, version) = decode(&encode_as(&newer, 2).expect("v2 carries it")).expect("decodes");
     assert_eq!((back, version), (newer, 2));
+}
+
+fn result_with(body: Option<ResultBody>) -> BusinessResult {
+    BusinessResult {
+        resource_ref: "r".into(),
+        status: 200,
+        headers: Default::default(),
+        body,
+    }
+}
+
+#[test]
+fn given_a_result_with_content_then_only_version_3_writes_it_and_it_round_trips() {
+    let content = || Some(ResultBody::Kept("{}".into()));
+    let by = Transition {
+        holder: "w".into(),
+        expected_version: None,
+    };
+    let completed = Envelope {
+        body: EventBody::Completed(Completion {
+            by,
+            result: result_with(content()),
+        }),
+        ..sample_claim()
+    };
+    let resolved = Envelope {
+        body: EventBody::Resolved(Resolution {
+            by: OperatorAction {
+                operator: "ops".into(),
+                expected_version: Some(3),
+            },
+            outcome: ResolvedOutcome::Completed(result_with(Some(ResultBody::Withheld {
+                sha256: [1; 32],
+                bytes: 9,
+            }))),
+        }),
+        ..sample_claim()
+    };
+    for event in [&completed, &resolved] {
+        assert_eq!(oldest_version(&event.body), Some(3));
+        for old in [1, 2] {
+            assert!(matches!(encode_as(event, old), Err(EncodeError::Lossy(v)) if v == old));
+        }
+        let bytes = encode_as(event, 3).expect("version 3 carries it");
+        assert_eq!(decode(&bytes).expect("decodes"), (event.clone(), 3));
+    }
+    // Without content, every version writes them.
+    let mut plain = completed.clone();
+    if let EventBody::Completed(c) = &mut plain.body {
+        c.result.body = None;
+    }
+    assert_eq!(oldest_version(&plain.body), Some(1));
+    let not_executed = EventBody::Resolved(Resolution {
+        by: OperatorAction {
+            operator: "ops".into(),
+            expected_version: None,
+        },
+        outcome: ResolvedOutcome::NotExecuted,
+    });
+    assert_eq!(oldest_version(&not_executed), Some(1));
+    // A status query's evidence has no place for content in any version.
+    let evidence = |body| {
+        EventBody::EvidenceReported(EvidenceReport {
+            recoverer: "r".into(),
+            evidence: Evidence::Found {
+                result: result_with(body),
+                fields: None,
+            },
+        })
+    };
+    assert_eq!(oldest_version(&evidence(None)), Some(1));
+    assert_eq!(oldest_version(&evidence(content())), None);
+    let with_content = Envelope {
+        body: evidence(content()),
+        ..sample_claim()
+    };
+    assert!(matches!(
+        encode_as(&with_content, 3),
+        Err(EncodeError::Lossy(3))
+    ));
+    assert_eq!(oldest_version(&EventBody::ExpiryRequested), Some(1));
 }
 
 /// `unlisted` was added at the end of the frozen category enum: every earlier variant keeps its

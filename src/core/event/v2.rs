@@ -17,7 +17,7 @@ pub(crate) struct Envelope {
 }
 
 #[derive(Serialize, Deserialize)]
-enum EventBody {
+pub(super) enum EventBody {
     Claimed(v1::Claim),
     Heartbeat(v1::Transition),
     Completed(v1::Completion),
@@ -33,20 +33,26 @@ enum EventBody {
 }
 
 #[derive(Serialize, Deserialize)]
-struct OwnerChange {
-    owner: String,
-    rules: u16,
+pub(super) struct OwnerChange {
+    pub(super) owner: String,
+    pub(super) rules: u16,
 }
 
-impl From<&live::Envelope> for Envelope {
-    fn from(e: &live::Envelope) -> Self {
-        let body = match &e.body {
+impl From<&live::EventBody> for EventBody {
+    fn from(b: &live::EventBody) -> Self {
+        match b {
             live::EventBody::OwnerChanged(o) => EventBody::OwnerChanged(OwnerChange {
                 owner: o.owner.clone(),
                 rules: o.rules,
             }),
             other => EventBody::from(v1::EventBody::from(other)),
-        };
+        }
+    }
+}
+
+impl From<&live::Envelope> for Envelope {
+    fn from(e: &live::Envelope) -> Self {
+        let body = EventBody::from(&e.body);
         Self {
             scope: e.scope.0,
             operation_id: e.operation_id.0,

@@ -1,10 +1,11 @@
 //! An event's own fields as auditors see them (`export`, an operation's history): plain JSON
 //! without the enum's wrapper, with nothing a guess could be checked against — a fingerprint
 //! shows its categories and a short summary, never its per-category hashes (which a guess of a
-//! low-entropy value, an amount or a phone number, could be checked against). Events never hold
-//! a client's key text, a request body or a token in the first place.
+//! low-entropy value, an amount or a phone number, could be checked against), and a result's
+//! content as its size only, never the text or its hash. Events never hold a client's key text,
+//! a request body or a token in the first place.
 
-use super::EventBody;
+use super::{EventBody, ResultBody};
 use crate::fingerprint::Fingerprint;
 use crate::key::OperationId;
 use serde_json::{Value, json};
@@ -22,8 +23,8 @@ pub fn redacted_fields(body: &EventBody) -> Value {
     value
 }
 
-/// Rewrites, anywhere in `value`, a fingerprint as `{version, categories, summary}` and an
-/// operation id (16 numbers) as its text.
+/// Rewrites, anywhere in `value`, a fingerprint as `{version, categories, summary}`, an
+/// operation id (16 numbers) as its text and a result's content as `{bytes, withheld}`.
 fn redact(value: &mut Value) {
     match value {
         Value::Object(map) => {
@@ -42,6 +43,18 @@ fn redact(value: &mut Value) {
                         "categories": f.reported_categories().iter().map(|c| c.as_str()).collect::<Vec<_>>(),
                         "summary": f.short_hex(),
                     });
+                    continue;
+                }
+                if key == "body"
+                    && let Ok(Some(content)) =
+                        serde_json::from_value::<Option<ResultBody>>(inner.clone())
+                {
+                    *inner = match content {
+                        ResultBody::Kept(text) => json!({ "bytes": text.len(), "withheld": false }),
+                        ResultBody::Withheld { bytes, .. } => {
+                            json!({ "bytes": bytes, "withheld": true })
+                        }
+                    };
                     continue;
                 }
                 redact(inner);
@@ -104,6 +117,45 @@ mod tests {
         let mut nested = json!([{ "parent": id }]);
         redact(&mut nested);
         assert_eq!(nested[0]["parent"], OperationId([6; 16]).to_string());
+    }
+
+    #[test]
+    fn a_result_shows_the_size_of_its_content_never_the_content_or_its_hash() {
+        let completed = |body| {
+            EventBody::Completed(crate::event::Completion {
+                by: crate::event::Transition {
+                    holder: "w".into(),
+                    expected_version: None,
+                },
+                result: crate::event::BusinessResult {
+                    resource_ref: "ch_1".into(),
+                    status: 201,
+                    headers: Default::default(),
+                    body,
+                },
+            })
+        };
+        let kept = redacted_fields(&completed(Some(ResultBody::Kept("secret text".into()))));
+        assert_eq!(
+            kept["result"]["body"],
+            json!({ "bytes": 11, "withheld": false })
+        );
+        assert_eq!(kept["result"]["resource_ref"], "ch_1");
+        assert!(!kept.to_string().contains("secret"), "{kept}");
+        let withheld = redacted_fields(&completed(Some(ResultBody::Withheld {
+            sha256: [0xab; 32],
+            bytes: 70_000,
+        })));
+        assert_eq!(
+            withheld["result"]["body"],
+            json!({ "bytes": 70_000, "withheld": true })
+        );
+        assert!(
+            !withheld.to_string().contains("171"),
+            "no hash bytes: {withheld}"
+        );
+        let none = redacted_fields(&completed(None));
+        assert_eq!(none["result"]["body"], Value::Null);
     }
 
     #[test]

@@ -58,6 +58,7 @@ fn result(reference: &str) -> BusinessResult {
         resource_ref: reference.into(),
         status: 201,
         headers: Default::default(),
+        body: None,
     }
 }
 

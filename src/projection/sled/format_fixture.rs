@@ -1,26 +1,27 @@
 //! The stored record layout of the current projection format, pinned: one record in every
 //! state (and every variant a record carries), as `<name> <hex>` lines in
-//! `schemas/fixtures/projection-records-v7.hex`. A change to [`OperationRecord`]'s shape fails
+//! `schemas/fixtures/projection-records-v9.hex`. A change to [`OperationRecord`]'s shape fails
 //! here: bump `PROJECTION_FORMAT` (a projection of another format is rebuilt from the log at
 //! start) and freeze the new format's fixture next to this one.
 
 use super::PROJECTION_FORMAT;
 use super::layout::{decode_record, encode_record};
-use crate::core::event::BusinessResult;
+use crate::core::event::{BusinessResult, ResultBody};
 use crate::core::fingerprint::{Category, Fingerprint};
 use crate::core::key::OperationId;
 use crate::core::operation::{
     OpState, OperationRecord, QueryResult, RecoveryLease, ReleaseCause, UnknownCause, fixture,
 };
 
+const RECORDS_V9: &str = include_str!("../../../schemas/fixtures/projection-records-v9.hex");
 const RECORDS_V8: &str = include_str!("../../../schemas/fixtures/projection-records-v8.hex");
-const RECORDS_V7: &str = include_str!("../../../schemas/fixtures/projection-records-v7.hex");
 
 fn result() -> BusinessResult {
     BusinessResult {
         resource_ref: "ch_3PQ".into(),
         status: 201,
         headers: [("location".to_owned(), "/charges/ch_3PQ".to_owned())].into(),
+        body: Some(ResultBody::Kept(r#"{"content":[]}"#.into())),
     }
 }
 
@@ -68,6 +69,33 @@ fn samples() -> Vec<(&'static str, OperationRecord)> {
         (
             "completed",
             state(2, OpState::Completed { result: result() }),
+        ),
+        (
+            "completed_withheld",
+            state(
+                14,
+                OpState::Completed {
+                    result: BusinessResult {
+                        body: Some(ResultBody::Withheld {
+                            sha256: [0x5a; 32],
+                            bytes: 200_000,
+                        }),
+                        ..result()
+                    },
+                },
+            ),
+        ),
+        (
+            "completed_without_content",
+            state(
+                15,
+                OpState::Completed {
+                    result: BusinessResult {
+                        body: None,
+                        ..result()
+                    },
+                },
+            ),
         ),
         (
             "failed",
@@ -148,10 +176,10 @@ fn samples() -> Vec<(&'static str, OperationRecord)> {
 #[test]
 fn the_current_projection_format_stores_records_exactly_as_its_fixture() {
     assert_eq!(
-        PROJECTION_FORMAT, 8,
+        PROJECTION_FORMAT, 9,
         "a new format freezes a fixture of its own"
     );
-    let frozen: Vec<(&str, Vec<u8>)> = RECORDS_V8
+    let frozen: Vec<(&str, Vec<u8>)> = RECORDS_V9
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
@@ -179,12 +207,12 @@ fn the_current_projection_format_stores_records_exactly_as_its_fixture() {
 /// even where its bytes after the format would still decode.
 #[test]
 fn a_record_of_the_previous_format_is_refused() {
-    for line in RECORDS_V7.lines().filter(|l| !l.trim().is_empty()) {
+    for line in RECORDS_V8.lines().filter(|l| !l.trim().is_empty()) {
         let (name, hex) = line.split_once(' ').expect("`name hex` lines");
         let bytes = hex::decode(hex.trim()).expect("hex");
         assert!(
             decode_record(&bytes, || name.to_owned()).is_err(),
-            "{name} of format 7 was read as format {PROJECTION_FORMAT}"
+            "{name} of format 8 was read as format {PROJECTION_FORMAT}"
         );
     }
 }

@@ -57,7 +57,8 @@ use std::sync::Arc;
 /// 6: positions say whether the partition holds operations of an earlier id layout.
 /// 7: the arbiters' projection keeps the deadline index (there is no consumers' store).
 /// 8: the history index exists (each operation's event offsets).
-pub const PROJECTION_FORMAT: u16 = 8;
+/// 9: a completed operation's result may carry its content (event schema version 3).
+pub const PROJECTION_FORMAT: u16 = 9;
 
 /// Why a projection was rebuilt at open instead of resumed.
 #[derive(Debug, Clone, PartialEq, Eq)]

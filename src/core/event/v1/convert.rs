@@ -309,6 +309,7 @@ impl From<BusinessResult> for live::BusinessResult {
             resource_ref: r.resource_ref,
             status: r.status,
             headers: r.headers,
+            body: None,
         }
     }
 }

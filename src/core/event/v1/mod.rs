@@ -109,15 +109,15 @@ pub(super) struct OperatorAction {
 }
 
 #[derive(Serialize, Deserialize)]
-enum ResolvedOutcome {
+pub(super) enum ResolvedOutcome {
     Completed(BusinessResult),
     NotExecuted,
 }
 
 #[derive(Serialize, Deserialize)]
 pub(super) struct Resolution {
-    by: OperatorAction,
-    outcome: ResolvedOutcome,
+    pub(super) by: OperatorAction,
+    pub(super) outcome: ResolvedOutcome,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -162,16 +162,16 @@ pub(super) struct Transition {
 }
 
 #[derive(Serialize, Deserialize)]
-struct BusinessResult {
-    resource_ref: String,
-    status: u16,
-    headers: BTreeMap<String, String>,
+pub(super) struct BusinessResult {
+    pub(super) resource_ref: String,
+    pub(super) status: u16,
+    pub(super) headers: BTreeMap<String, String>,
 }
 
 #[derive(Serialize, Deserialize)]
 pub(super) struct Completion {
-    by: Transition,
-    result: BusinessResult,
+    pub(super) by: Transition,
+    pub(super) result: BusinessResult,
 }
 
 #[derive(Clone, Copy, Serialize, Deserialize)]
