@@ -26,6 +26,7 @@ pub use opledger_core as core;
 pub mod demo;
 pub mod ledger;
 pub mod log;
+pub mod mcp;
 pub mod metrics;
 pub mod node;
 pub mod partition;

@@ -94,6 +94,14 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
         println!("opledger listening on {scheme}://{addr}");
         let reloader = tokio::spawn(reload_on_sighup(hangups, state.clone()));
         let mut app = router(state.clone());
+        // The MCP gateway, when the config declares upstreams: one more caller of the ledger.
+        let gateway_stop = tokio_util::sync::CancellationToken::new();
+        if let Some(mcp) = config.mcp.clone() {
+            let upstreams = mcp.upstreams.len();
+            let gateway = opledger::mcp::Gateway::start(mcp, state.clone(), gateway_stop.clone());
+            app = app.merge(gateway.router());
+            tracing::info!(upstreams, "MCP gateway serving at /mcp");
+        }
         if let Some(inbound) = node.inbound.clone() {
             // On a shared log, other nodes ask this one for the partitions it serves.
             app = app.merge(opledger::cluster::remote::routes(inbound));
@@ -104,6 +112,8 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
             failure = node.failed() => Err(anyhow::Error::new(failure).context("a partition arbiter stopped")),
         };
         tracing::info!("shutting down");
+        // Upstream children are stopped and open MCP streams end.
+        gateway_stop.cancel();
         // The reloader holds the API state (and through it the log): stop it first so the log
         // closes cleanly and its errors are reported.
         reloader.abort();

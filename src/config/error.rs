@@ -111,7 +111,11 @@ fn locate(text: &str, at: &Setting) -> Option<usize> {
     let (table, key): (&dyn toml_edit::TableLike, &str) = match at {
         Setting::Key(table, key) => (descend(root, table)?, key),
         Setting::Entry(array, index, key) => {
-            let entry = root.get(array)?.as_array_of_tables()?.get(*index)?;
+            let (parent, name) = array.rsplit_once('.').unwrap_or(("", array));
+            let entry = descend(root, parent)?
+                .get(name)?
+                .as_array_of_tables()?
+                .get(*index)?;
             let (tables, key) = key.rsplit_once('.').unwrap_or(("", key));
             (descend(entry, tables)?, key)
         }
@@ -144,6 +148,7 @@ fn table_span(table: &dyn toml_edit::TableLike) -> Option<std::ops::Range<usize>
 const KNOWN_NAMES: &[&str] = &[
     "accept_unknown_risk",
     "advertise",
+    "allowed_hosts",
     "amount",
     "backend",
     "body",
@@ -151,12 +156,15 @@ const KNOWN_NAMES: &[&str] = &[
     "body_read_timeout",
     "brokers",
     "burst",
+    "call_timeout",
     "cert",
     "class",
+    "command",
     "compensation",
     "concurrency",
     "connections_max",
     "data_dir",
+    "derived_key_window",
     "enabled",
     "fingerprint",
     "header_read_timeout",
@@ -169,6 +177,7 @@ const KNOWN_NAMES: &[&str] = &[
     "listen",
     "log",
     "loss",
+    "mcp",
     "member_timeout",
     "members_topic",
     "name",
@@ -183,6 +192,7 @@ const KNOWN_NAMES: &[&str] = &[
     "recovery",
     "replication_factor",
     "required",
+    "result_bytes_max",
     "retention",
     "roles",
     "scan_batch",
@@ -197,6 +207,8 @@ const KNOWN_NAMES: &[&str] = &[
     "tool",
     "tools",
     "topic",
+    "upstream",
+    "url",
     "writer_threads",
 ];
 

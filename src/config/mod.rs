@@ -5,6 +5,7 @@ mod backend;
 mod development;
 mod error;
 mod limits;
+mod mcp;
 mod principals;
 mod raw;
 mod recovery;
@@ -17,6 +18,7 @@ pub use backend::{
 pub use development::DEVELOPMENT_TOOLS;
 pub use error::{ConfigError, Place, Setting};
 pub use limits::{HttpLimits, TlsFiles};
+pub use mcp::{McpSettings, UpstreamSettings, UpstreamTransport};
 pub use principals::{Principal, RateLimit, Role, token_hash};
 pub use recovery::RecoveryOptions;
 
@@ -58,6 +60,8 @@ pub struct Config {
     pub principals_by_token: HashMap<[u8; 32], Principal>,
     /// Tool contracts by name.
     pub tools: HashMap<String, ToolContract>,
+    /// The MCP gateway (`None`: no `[mcp]`, nothing served at `/mcp`).
+    pub mcp: Option<McpSettings>,
 }
 
 impl Config {
@@ -133,7 +137,13 @@ impl Config {
         }
         let backend = backend::validate_backend(&raw.log)?;
         let tools = tools::validate_tools(raw.tools)?;
-        let principals_by_token = principals::validate_principals(raw.principals, &tools)?;
+        let mcp = mcp::validate_mcp(raw.mcp)?;
+        let upstreams: Vec<&str> = mcp
+            .iter()
+            .flat_map(|m| m.upstreams.iter().map(|u| u.name.as_str()))
+            .collect();
+        let principals_by_token =
+            principals::validate_principals(raw.principals, &tools, &upstreams)?;
         let body_bytes_max = raw.limits.body_bytes_max.unwrap_or(BODY_BYTES_MAX_DEFAULT);
         if body_bytes_max < 256 {
             return Err(invalid(
@@ -166,6 +176,7 @@ impl Config {
             tls,
             principals_by_token,
             tools,
+            mcp,
         })
     }
 }
@@ -192,9 +203,9 @@ impl Config {
                 "no [[principal]] is declared, so every request would be refused (401): add one with an id, a token and roles (see the README's configuration reference)",
             );
         }
-        if self.tools.is_empty() {
+        if self.tools.is_empty() && self.mcp.is_none() {
             return refuse(
-                "no [[tool]] is declared, so every claim would be refused (unknown_tool): declare the tools your agents call, each with its class",
+                "no [[tool]] and no [[mcp.upstream]] is declared, so every claim would be refused (unknown_tool): declare the tools your agents call, each with its class",
             );
         }
         if !self

@@ -26,6 +26,8 @@ pub struct Principal {
     pub roles: HashSet<Role>,
     /// The tools it may use; `None` means all.
     pub tools: Option<HashSet<String>>,
+    /// Every tool of these MCP upstreams (a grant `pay.*` is the prefix `pay.`).
+    pub tool_prefixes: Vec<String>,
     /// How many requests it may make (`None`: unlimited).
     pub rate: Option<RateLimit>,
 }
@@ -43,6 +45,10 @@ impl Principal {
     /// Whether the principal may use a tool.
     pub fn may_use(&self, tool: &str) -> bool {
         self.tools.as_ref().is_none_or(|t| t.contains(tool))
+            || self
+                .tool_prefixes
+                .iter()
+                .any(|p| tool.starts_with(p.as_str()))
     }
 }
 
@@ -54,6 +60,7 @@ pub fn token_hash(token: &str) -> [u8; 32] {
 pub(super) fn validate_principals(
     raw: Vec<RawPrincipal>,
     tools: &HashMap<String, ToolContract>,
+    upstreams: &[&str],
 ) -> Result<HashMap<[u8; 32], Principal>, ConfigError> {
     let mut by_token = HashMap::new();
     let mut ids = HashSet::new();
@@ -118,18 +125,34 @@ pub(super) fn validate_principals(
                 }
             });
         }
+        // An exact tool name, `*` for all, or `<upstream>.*` for every tool of an MCP upstream.
+        // An upstream's tool need not be declared: the upstream lists its tools at run time.
+        let of_upstream = |t: &str| {
+            t.split_once('.')
+                .is_some_and(|(prefix, rest)| !rest.is_empty() && upstreams.contains(&prefix))
+        };
+        let mut tool_prefixes = Vec::new();
         let allowed = if p.tools.iter().any(|t| t == "*") {
             None
         } else {
+            let mut exact = HashSet::new();
             for t in &p.tools {
-                if !tools.contains_key(t) {
+                if let Some(prefix) = t.strip_suffix(".*")
+                    && upstreams.contains(&prefix)
+                {
+                    tool_prefixes.push(format!("{prefix}."));
+                } else if tools.contains_key(t) || of_upstream(t) {
+                    exact.insert(t.clone());
+                } else {
                     return Err(invalid(
                         "tools",
-                        format!("tools lists {t:?}, which is not a declared tool"),
+                        format!(
+                            "tools lists {t:?}, which is not a declared tool (nor `<upstream>.*` or a tool of a declared [[mcp.upstream]])"
+                        ),
                     ));
                 }
             }
-            Some(p.tools.iter().cloned().collect())
+            Some(exact)
         };
         let rate = match (p.rate, p.burst) {
             (None, None) => None,
@@ -154,6 +177,7 @@ pub(super) fn validate_principals(
             id: p.id.clone(),
             roles,
             tools: allowed,
+            tool_prefixes,
             rate,
         };
         if by_token.insert(hash, principal).is_some() {

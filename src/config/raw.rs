@@ -26,6 +26,33 @@ pub(super) struct RawConfig {
     pub(super) principals: Vec<RawPrincipal>,
     #[serde(default, rename = "tool")]
     pub(super) tools: Vec<RawTool>,
+    #[serde(default)]
+    pub(super) mcp: Option<RawMcp>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMcp {
+    #[serde(default)]
+    pub(super) upstream: Vec<RawUpstream>,
+    #[serde(default)]
+    pub(super) derived_key_window: Option<String>,
+    #[serde(default)]
+    pub(super) allowed_hosts: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawUpstream {
+    pub(super) name: String,
+    #[serde(default)]
+    pub(super) command: Option<Vec<String>>,
+    #[serde(default)]
+    pub(super) url: Option<String>,
+    #[serde(default)]
+    pub(super) call_timeout: Option<String>,
+    #[serde(default)]
+    pub(super) result_bytes_max: Option<u64>,
 }
 
 fn default_data_dir() -> PathBuf {

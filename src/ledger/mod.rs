@@ -85,6 +85,18 @@ impl Ledger {
             .tools
             .get(input.tool)
             .ok_or_else(|| LedgerError::unknown_tool(input.tool))?;
+        self.claim_under(principal, contract, input).await
+    }
+
+    /// Claims an operation of a tool whose contract the caller knows: the MCP gateway's
+    /// upstream tools get theirs from the config or, where it is silent, from their
+    /// annotations. The contract's terms enter the claim event, so nothing later needs it.
+    pub async fn claim_under(
+        &self,
+        principal: &Principal,
+        contract: &ToolContract,
+        input: ClaimInput<'_>,
+    ) -> Result<Claimed, LedgerError> {
         let allowed = principal.may_use(input.tool);
         if !allowed && !contract.is_recorded() {
             return Err(LedgerError::ToolNotAllowed);

@@ -1,0 +1,112 @@
+//! How the gateway answers a `tools/call` in MCP terms: always a `CallToolResult` whose `_meta`
+//! says the ledger's decision (`io.opledger/decision`) and, for recorded tools, the operation
+//! (`io.opledger/operation-id`). Ledger decisions are tool results, never JSON-RPC errors: a
+//! model reads tool results, and each tells it what to do next.
+
+use crate::core::event::{BusinessResult, ResultBody};
+use crate::core::fingerprint::Category;
+use crate::core::key::OperationId;
+use rmcp::model::{CallToolResult, ContentBlock, MetaObject, ResultType};
+use serde_json::{Value, json};
+
+/// `_meta` name of the decision.
+pub const META_DECISION: &str = "io.opledger/decision";
+/// `_meta` name of the operation id (also sent upstream with the call).
+pub const META_OPERATION: &str = "io.opledger/operation-id";
+/// `_meta` name of a conflict's categories.
+pub const META_CONFLICT: &str = "io.opledger/conflict";
+/// `_meta` name saying a replay cannot return the result (`too_large`).
+pub const META_WITHHELD: &str = "io.opledger/result-withheld";
+
+/// Adds the decision (and the operation) to a result's `_meta`.
+pub(super) fn with_decision(
+    mut result: CallToolResult,
+    decision: &str,
+    operation: Option<OperationId>,
+) -> CallToolResult {
+    // Results from an upstream of an older protocol (or stored from one) carry no result
+    // type; 2026-07-28 clients require it, and rmcp drops it again for older ones.
+    result.result_type = Some(ResultType::COMPLETE);
+    let meta = result.meta.get_or_insert_with(MetaObject::new);
+    meta.insert(META_DECISION.into(), json!(decision));
+    if let Some(id) = operation {
+        meta.insert(META_OPERATION.into(), json!(id.to_string()));
+    }
+    result
+}
+
+/// A tool error carrying a decision.
+pub(super) fn refusal(
+    decision: &str,
+    operation: Option<OperationId>,
+    text: &str,
+) -> CallToolResult {
+    with_decision(
+        CallToolResult::error(vec![ContentBlock::text(text)]),
+        decision,
+        operation,
+    )
+}
+
+/// The answer to a call that another call of the same operation is executing.
+pub(super) fn in_progress(id: OperationId) -> CallToolResult {
+    refusal(
+        "in_progress",
+        Some(id),
+        "This call is already being executed by an earlier attempt. Wait a few seconds and retry exactly the same call (same arguments, same key); do not change its arguments.",
+    )
+}
+
+/// The answer when the effect may have happened and a person settles it.
+pub(super) fn unknown(decision: &str, id: OperationId) -> CallToolResult {
+    refusal(
+        decision,
+        Some(id),
+        "The outcome of this call is unknown: its effect may have happened. Do not retry it, not even with other arguments; an operator has it and will settle it.",
+    )
+}
+
+/// The answer to the same key with other arguments.
+pub(super) fn conflict(id: OperationId, categories: &[Category]) -> CallToolResult {
+    let mut names: Vec<&str> = categories.iter().map(|c| c.reported().as_str()).collect();
+    names.dedup();
+    let mut result = refusal(
+        "conflict",
+        Some(id),
+        &format!(
+            "This key was already used for a call with other arguments (differing: {}). Retry the original call unchanged, or make a new call with a new key.",
+            names.join(", ")
+        ),
+    );
+    if let Some(meta) = result.meta.as_mut() {
+        meta.insert(META_CONFLICT.into(), json!(names));
+    }
+    result
+}
+
+/// A finished operation's stored result, replayed.
+pub(super) fn replay(id: OperationId, stored: &BusinessResult) -> CallToolResult {
+    let result = match &stored.body {
+        Some(ResultBody::Kept(text)) => serde_json::from_str::<CallToolResult>(text)
+            .unwrap_or_else(|_| CallToolResult::success(vec![ContentBlock::text(text.clone())])),
+        Some(ResultBody::Withheld { sha256, bytes }) => {
+            let mut r = CallToolResult::success(vec![ContentBlock::text(format!(
+                "This call already ran; its result ({bytes} bytes) was too large to keep, so it cannot be shown again."
+            ))]);
+            let meta = r.meta.get_or_insert_with(MetaObject::new);
+            meta.insert(META_WITHHELD.into(), json!("too_large"));
+            meta.insert(
+                "io.opledger/result-sha256".into(),
+                Value::String(hex::encode(sha256)),
+            );
+            meta.insert("io.opledger/result-bytes".into(), json!(bytes));
+            r
+        }
+        // Settled by an operator, who records a reference only.
+        None => CallToolResult::success(vec![ContentBlock::text(format!(
+            "This call already ran: {}",
+            stored.resource_ref
+        ))]),
+    };
+    with_decision(result, "replay", Some(id))
+}

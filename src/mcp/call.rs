@@ -1,0 +1,240 @@
+//! A `tools/call` of a recorded tool: the claim protocol with the gateway as the executor.
+
+use super::answer;
+use super::key::{self, Scope};
+use super::upstream::{CallError, Upstream};
+use crate::config::Principal;
+use crate::core::contract::ToolContract;
+use crate::core::decision::Decision;
+use crate::core::event::{BusinessResult, FailureKind, ResultBody};
+use crate::core::operation::{OpState, OperationRecord};
+use crate::ledger::{ClaimInput, Claimed, Ledger, LedgerError, Report};
+use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Most generations of a derived key tried for one call (each a window apart).
+const GENERATIONS_MAX: u32 = 1000;
+
+/// One call, as the gateway received it.
+pub(super) struct Call<'a> {
+    /// The authenticated principal.
+    pub principal: &'a Principal,
+    /// The exposed tool name (`pay.charge`).
+    pub exposed: &'a str,
+    /// The upstream's own name of the tool (`charge`).
+    pub upstream_name: &'a str,
+    /// Its contract.
+    pub contract: &'a ToolContract,
+    /// The arguments.
+    pub arguments: Map<String, Value>,
+    /// The agent's key, from `_meta` or the header.
+    pub key: Option<String>,
+    /// The scope of a derived key.
+    pub scope: Scope<'a>,
+}
+
+/// Why a call gets a JSON-RPC error instead of a tool result: the request itself is wrong.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum CallRefused {
+    /// The ledger refused the input (a bad key, arguments it cannot fingerprint).
+    #[error("{0}")]
+    Invalid(String),
+    /// The ledger cannot answer now; retry the same call.
+    #[error("the ledger cannot answer now ({0}); retry the same call")]
+    Unavailable(String),
+}
+
+impl From<LedgerError> for CallRefused {
+    fn from(e: LedgerError) -> Self {
+        if e.retriable() {
+            Self::Unavailable(e.to_string())
+        } else {
+            Self::Invalid(e.to_string())
+        }
+    }
+}
+
+/// Runs a call of a recorded tool through the ledger.
+pub(super) async fn recorded(
+    ledger: &Ledger,
+    upstream: &Upstream,
+    window: Duration,
+    call: Call<'_>,
+) -> Result<CallToolResult, CallRefused> {
+    // Each call is its own holder: a concurrent duplicate is told `in_progress`, never run.
+    let holder = format!("mcp-{}", uuid::Uuid::new_v4().simple());
+    let request = Value::Object(call.arguments.clone());
+    let mut generation = 0;
+    let answer = loop {
+        let key = match &call.key {
+            Some(k) => k.clone(),
+            None => key::derived(
+                &call.principal.id,
+                call.scope,
+                call.exposed,
+                &call.arguments,
+                generation,
+            )
+            .ok_or_else(|| {
+                CallRefused::Invalid(
+                    "the arguments are too deep or too large to derive a key from; give one in _meta[\"io.opledger/idempotency-key\"]".into(),
+                )
+            })?,
+        };
+        let input = ClaimInput {
+            tool: call.exposed,
+            key: Some(&key),
+            holder: &holder,
+            request: &request,
+            parent: None,
+        };
+        let Claimed::Decided(answer) = ledger
+            .claim_under(call.principal, call.contract, input)
+            .await?
+        else {
+            return Err(CallRefused::Invalid("a read tool is not recorded".into()));
+        };
+        // An unscoped derived key's finished operation ends its window: then a new one.
+        let stale = call.key.is_none()
+            && call.scope == Scope::Unscoped
+            && answer.decision == Decision::Replay
+            && answer
+                .record
+                .as_ref()
+                .is_some_and(|r| finished_before(r, window));
+        if stale && generation < GENERATIONS_MAX {
+            generation += 1;
+            continue;
+        }
+        break answer;
+    };
+    let Some(record) = answer.record else {
+        return Err(CallRefused::Unavailable(
+            "no operation after the claim".into(),
+        ));
+    };
+    let id = record.id;
+    Ok(match answer.decision {
+        Decision::Execute => execute(ledger, upstream, &call, &holder, &record).await?,
+        Decision::Replay => match &record.state {
+            OpState::Completed { result } => answer::replay(id, result),
+            OpState::Failed { code } => answer::refusal(
+                "replay",
+                Some(id),
+                &format!(
+                    "This call already ran and failed definitely ({code}); retrying it will not change that."
+                ),
+            ),
+            _ => answer::unknown("manual", id),
+        },
+        Decision::InProgress => answer::in_progress(id),
+        Decision::OutcomeUnknown => answer::unknown("outcome_unknown", id),
+        Decision::Manual => answer::unknown("manual", id),
+        Decision::Conflict { categories } => answer::conflict(id, &categories),
+        Decision::KeyExpired => answer::refusal(
+            "key_expired",
+            Some(id),
+            "This key's record has expired, so it cannot tell whether the call ran. Make a new call with a new key.",
+        ),
+        other => answer::refusal(
+            other.code(),
+            Some(id),
+            "The ledger refused this call; do not retry it unchanged.",
+        ),
+    })
+}
+
+/// Whether a finished operation finished longer than `window` ago (by this node's clock
+/// against the log's time of its last event).
+fn finished_before(record: &OperationRecord, window: Duration) -> bool {
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    now_ms.saturating_sub(record.updated_at_ms) > window.as_millis() as u64
+}
+
+/// Executes: calls the upstream with the operation id, then reports what happened. A call
+/// without an answer (timeout, the upstream gone) is reported unknown: it may have happened.
+async fn execute(
+    ledger: &Ledger,
+    upstream: &Upstream,
+    call: &Call<'_>,
+    holder: &str,
+    record: &OperationRecord,
+) -> Result<CallToolResult, CallRefused> {
+    let id = record.id;
+    let mut params = CallToolRequestParams::new(call.upstream_name.to_owned())
+        .with_arguments(call.arguments.clone());
+    let mut meta = RequestMetaObject::default();
+    meta.insert(answer::META_OPERATION.into(), json!(id.to_string()));
+    params.meta = Some(meta);
+    match upstream.call(params).await {
+        Ok(result) => {
+            let text = serde_json::to_string(&result).unwrap_or_default();
+            let body = if text.len() <= upstream.settings.result_bytes_max {
+                ResultBody::Kept(text)
+            } else {
+                ResultBody::Withheld {
+                    sha256: Sha256::digest(text.as_bytes()).into(),
+                    bytes: text.len() as u64,
+                }
+            };
+            let stored = BusinessResult {
+                resource_ref: format!("mcp:{}", call.exposed),
+                // An upstream's tool error is its answer too: stored and replayed as it was.
+                status: if result.is_error == Some(true) {
+                    500
+                } else {
+                    200
+                },
+                headers: Default::default(),
+                body: Some(body),
+            };
+            let reported = ledger
+                .report(call.principal, id, holder, None, Report::Complete(stored))
+                .await;
+            if let Err(e) = reported {
+                // The effect happened and the agent gets its result; the operation stays
+                // processing until its lease lapses, then goes to recovery like any other.
+                tracing::warn!(operation = %id, error = %e, "cannot record an MCP tool result");
+            }
+            Ok(answer::with_decision(result, "execute", Some(id)))
+        }
+        Err(CallError::Down) => {
+            // Nothing was sent: provably not executed, so the key is free for a retry.
+            let report = Report::Fail {
+                kind: FailureKind::NotAccepted,
+                code: "upstream_down".into(),
+            };
+            if let Err(e) = ledger
+                .report(call.principal, id, holder, None, report)
+                .await
+            {
+                tracing::warn!(operation = %id, error = %e, "cannot release an operation whose upstream is down");
+            }
+            Ok(answer::refusal(
+                "not_executed",
+                Some(id),
+                "The tool's server is not reachable right now; nothing was done. Retry the same call in a little while.",
+            ))
+        }
+        Err(e) => {
+            let cause = match &e {
+                CallError::Down => "upstream_down",
+                CallError::Timeout(_) => "timeout",
+                CallError::Failed(_) => "upstream_failed",
+            };
+            tracing::warn!(operation = %id, tool = call.exposed, cause, "MCP upstream call has no answer: outcome unknown");
+            let reported = ledger
+                .report(call.principal, id, holder, None, Report::Unknown)
+                .await;
+            if let Err(e) = reported {
+                tracing::warn!(operation = %id, error = %e, "cannot record an unknown outcome; the lease will lapse");
+            }
+            Ok(answer::unknown("outcome_unknown", id))
+        }
+    }
+}

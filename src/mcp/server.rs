@@ -1,0 +1,281 @@
+//! The gateway's MCP server at `/mcp`: authentication with the API's tokens, `tools/list`
+//! (the upstreams' tools the principal is granted, each showing its effective class) and
+//! `tools/call`.
+
+use super::answer;
+use super::call::{self, Call, CallRefused};
+use super::catalog::{self, Hints};
+use super::key::{META_KEY, META_RUN_ID, Scope};
+use super::upstream::Upstream;
+use crate::api::ApiState;
+use crate::api::auth::authenticate;
+use crate::api::error::ApiError;
+use crate::config::{McpSettings, Principal, Role};
+use crate::core::contract::{ToolClass, ToolContract};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::json;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// `_meta` name of a listed tool's effective class.
+pub const META_CLASS: &str = "io.opledger/class";
+
+/// The running gateway: its upstreams (kept connected) and what calls need.
+pub struct Gateway {
+    state: Arc<ApiState>,
+    settings: McpSettings,
+    upstreams: Vec<Arc<Upstream>>,
+    stop: CancellationToken,
+}
+
+impl Gateway {
+    /// Starts keeping every upstream connected; stops when `stop` is cancelled.
+    pub fn start(
+        settings: McpSettings,
+        state: Arc<ApiState>,
+        stop: CancellationToken,
+    ) -> Arc<Self> {
+        let upstreams: Vec<Arc<Upstream>> = settings
+            .upstreams
+            .iter()
+            .map(|u| Upstream::new(u.clone()))
+            .collect();
+        for upstream in &upstreams {
+            tokio::spawn(upstream.clone().supervise(stop.child_token()));
+        }
+        Arc::new(Self {
+            state,
+            settings,
+            upstreams,
+            stop,
+        })
+    }
+
+    /// The `/mcp` routes: Streamable HTTP behind the API's bearer-token authentication.
+    pub fn router(self: &Arc<Self>) -> axum::Router {
+        let config = StreamableHttpServerConfig::default()
+            .with_allowed_hosts(self.settings.allowed_hosts.clone())
+            .with_cancellation_token(self.stop.child_token());
+        let handler = Handler(self.clone());
+        let service: StreamableHttpService<Handler, LocalSessionManager> =
+            StreamableHttpService::new(
+                move || Ok(handler.clone()),
+                Arc::new(LocalSessionManager::default()),
+                config,
+            );
+        axum::Router::new().nest_service("/mcp", service).layer(
+            axum::middleware::from_fn_with_state(self.state.clone(), authenticate_agent),
+        )
+    }
+
+    /// The upstream and the upstream's tool behind an exposed name, while it is connected.
+    fn resolve(&self, exposed: &str) -> Option<(Arc<Upstream>, Tool)> {
+        let (prefix, name) = exposed.split_once('.')?;
+        let upstream = self.upstreams.iter().find(|u| u.settings.name == prefix)?;
+        let tool = upstream.tools().iter().find(|t| t.name == name)?.clone();
+        Some((upstream.clone(), tool))
+    }
+
+    fn contract(&self, upstream: &Upstream, exposed: &str, tool: &Tool) -> ToolContract {
+        let hints = tool
+            .annotations
+            .as_ref()
+            .map(|a| Hints {
+                read_only: a.read_only_hint == Some(true),
+                idempotent: a.idempotent_hint == Some(true),
+            })
+            .unwrap_or_default();
+        catalog::contract(
+            exposed,
+            self.state.ledger.tools().get(exposed),
+            hints,
+            upstream.settings.call_timeout,
+        )
+    }
+}
+
+/// Every request to `/mcp` carries an agent's bearer token, as on the HTTP API: 401 without a
+/// known one, 403 without the agent role. The principal travels in the request's extensions.
+async fn authenticate_agent(
+    axum::extract::State(state): axum::extract::State<Arc<ApiState>>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let principal = match authenticate(&state.principals, request.headers()) {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    if !principal.roles.contains(&Role::Agent) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "the MCP gateway needs the agent role",
+        )
+        .into_response();
+    }
+    request.extensions_mut().insert(principal);
+    next.run(request).await
+}
+
+#[derive(Clone)]
+struct Handler(Arc<Gateway>);
+
+fn principal_of(context: &RequestContext<RoleServer>) -> Result<Arc<Principal>, McpError> {
+    context
+        .extensions
+        .get::<Parts>()
+        .and_then(|p| p.extensions.get::<Arc<Principal>>())
+        .cloned()
+        .ok_or_else(|| McpError::internal_error("the request was not authenticated", None))
+}
+
+fn header<'a>(
+    context: &'a RequestContext<RoleServer>,
+    name: &str,
+) -> Result<Option<&'a str>, McpError> {
+    let Some(parts) = context.extensions.get::<Parts>() else {
+        return Ok(None);
+    };
+    let mut values = parts.headers.get_all(name).iter();
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(McpError::invalid_params(
+            format!("give exactly one {name} header"),
+            None,
+        ));
+    }
+    Ok(first.and_then(|v| v.to_str().ok()))
+}
+
+impl ServerHandler for Handler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("opledger", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let principal = principal_of(&context)?;
+        let mut listed = Vec::new();
+        for upstream in &self.0.upstreams {
+            for tool in upstream.tools().iter() {
+                let exposed = format!("{}.{}", upstream.settings.name, tool.name);
+                if !principal.may_use(&exposed) {
+                    continue;
+                }
+                let class = self.0.contract(upstream, &exposed, tool).class;
+                let mut shown = tool.clone();
+                shown.name = exposed.into();
+                // A replay of a result too large to keep cannot conform to an output schema,
+                // and clients validate successful results against one: none is advertised.
+                // Structured content the upstream returns still passes through.
+                shown.output_schema = None;
+                let note = match class {
+                    ToolClass::Read => "read: not recorded, safe to call again",
+                    _ => {
+                        "recorded by opledger: a retry of the same call replays its result instead of running it again"
+                    }
+                };
+                shown.description = Some(
+                    match &tool.description {
+                        Some(d) => format!("{d}\n\n({note}; class {})", class.as_str()),
+                        None => format!("({note}; class {})", class.as_str()),
+                    }
+                    .into(),
+                );
+                shown
+                    .meta
+                    .get_or_insert_with(MetaObject::new)
+                    .insert(META_CLASS.into(), json!(class.as_str()));
+                listed.push(shown);
+            }
+        }
+        Ok(ListToolsResult::with_all_items(listed))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let principal = principal_of(&context)?;
+        let exposed = request.name.to_string();
+        // Not granted and not there answer alike: a principal learns nothing of others' tools.
+        let unknown = || McpError::invalid_params(format!("no tool named {exposed:?}"), None);
+        if !principal.may_use(&exposed) {
+            return Err(unknown());
+        }
+        let (upstream, tool) = self.0.resolve(&exposed).ok_or_else(unknown)?;
+        let contract = self.0.contract(&upstream, &exposed, &tool);
+        let arguments = request.arguments.unwrap_or_default();
+        if !contract.is_recorded() {
+            let params = CallToolRequestParams::new(tool.name.clone()).with_arguments(arguments);
+            let result = match upstream.call(params).await {
+                Ok(result) => result,
+                Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+                    "The tool's server did not answer ({e}). It is a read tool: retrying is safe."
+                ))]),
+            };
+            return Ok(answer::with_decision(result, "not_recorded", None).into());
+        }
+        let meta_key = match context.meta.get(META_KEY) {
+            None => None,
+            Some(serde_json::Value::String(k)) => Some(k.clone()),
+            Some(_) => {
+                return Err(McpError::invalid_params(
+                    format!("_meta[{META_KEY:?}] must be a string"),
+                    None,
+                ));
+            }
+        };
+        let header_key = header(&context, "idempotency-key")?.map(str::to_owned);
+        let key = match (meta_key, header_key) {
+            (Some(m), Some(h)) if m != h => {
+                return Err(McpError::invalid_params(
+                    format!(
+                        "_meta[{META_KEY:?}] and the Idempotency-Key header disagree: give one key"
+                    ),
+                    None,
+                ));
+            }
+            (m, h) => m.or(h),
+        };
+        let session = header(&context, "mcp-session-id")?;
+        let run = context.meta.get(META_RUN_ID).and_then(|v| v.as_str());
+        let scope = match (session, run) {
+            (Some(s), _) => Scope::Session(s),
+            (None, Some(r)) => Scope::Run(r),
+            (None, None) => Scope::Unscoped,
+        };
+        let call = Call {
+            principal: &principal,
+            exposed: &exposed,
+            upstream_name: &tool.name,
+            contract: &contract,
+            arguments,
+            key,
+            scope,
+        };
+        let ledger = self.0.state.ledger.clone();
+        match call::recorded(&ledger, &upstream, self.0.settings.derived_key_window, call).await {
+            Ok(result) => Ok(result.into()),
+            Err(CallRefused::Invalid(m)) => Err(McpError::invalid_params(m, None)),
+            Err(e @ CallRefused::Unavailable(_)) => {
+                Err(McpError::internal_error(e.to_string(), None))
+            }
+        }
+    }
+}

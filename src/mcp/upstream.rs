@@ -1,0 +1,176 @@
+//! One upstream MCP server: started (stdio) or reached (Streamable HTTP), its tools listed, and
+//! reconnected when it goes away. The node keeps serving while an upstream is down: its tools
+//! are then simply not listed, and a call to one is refused as unknown.
+
+use crate::config::{UpstreamSettings, UpstreamTransport};
+use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ServiceExt, service::ClientCacheConfig};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// A connected upstream's peer and the tools it listed.
+#[derive(Clone)]
+struct Live {
+    peer: Peer<RoleClient>,
+    tools: Arc<Vec<Tool>>,
+}
+
+/// An upstream as the gateway sees it.
+pub(super) struct Upstream {
+    /// Its settings.
+    pub settings: UpstreamSettings,
+    live: RwLock<Option<Live>>,
+}
+
+/// Why a call to an upstream has no answer.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum CallError {
+    /// The upstream is not connected.
+    #[error("upstream is not connected")]
+    Down,
+    /// It did not answer within `call_timeout`.
+    #[error("upstream did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The connection failed during the call, or the answer was not a tool result.
+    #[error("upstream call failed: {0}")]
+    Failed(String),
+}
+
+impl Upstream {
+    /// An upstream that is not connected yet.
+    pub fn new(settings: UpstreamSettings) -> Arc<Self> {
+        Arc::new(Self {
+            settings,
+            live: RwLock::new(None),
+        })
+    }
+
+    /// The tools it listed last, while it is connected.
+    pub fn tools(&self) -> Arc<Vec<Tool>> {
+        self.live
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|l| l.tools.clone())
+            .unwrap_or_default()
+    }
+
+    /// Calls `params` and waits at most `call_timeout`. Dropping the call on a timeout sends
+    /// the upstream a cancellation, which is only advisory: the effect may still happen.
+    pub async fn call(&self, params: CallToolRequestParams) -> Result<CallToolResult, CallError> {
+        let peer = self
+            .live
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|l| l.peer.clone())
+            .ok_or(CallError::Down)?;
+        let timeout = self.settings.call_timeout;
+        match tokio::time::timeout(timeout, peer.call_tool(params)).await {
+            Err(_) => Err(CallError::Timeout(timeout)),
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(e)) => Err(CallError::Failed(describe(&e))),
+        }
+    }
+
+    /// Keeps the upstream connected until `stop`: connects, lists its tools, waits for the
+    /// connection to end, and starts again after a pause that grows to 30 s.
+    pub async fn supervise(self: Arc<Self>, stop: CancellationToken) {
+        let name = self.settings.name.clone();
+        let mut pause = Duration::from_millis(200);
+        loop {
+            let attempt = async {
+                let service = connect(&self.settings).await?;
+                // A stale cached list would show a dead upstream's tools as alive.
+                service
+                    .peer()
+                    .set_response_cache_config(ClientCacheConfig::disabled())
+                    .await;
+                let tools = service
+                    .peer()
+                    .list_all_tools()
+                    .await
+                    .map_err(|e| describe(&e))?;
+                Ok::<_, String>((service, tools))
+            };
+            let outcome = tokio::select! {
+                () = stop.cancelled() => return,
+                outcome = attempt => outcome,
+            };
+            match outcome {
+                Ok((service, tools)) => {
+                    tracing::info!(upstream = %name, tools = tools.len(), "MCP upstream connected");
+                    pause = Duration::from_millis(200);
+                    *self.live.write().unwrap_or_else(|p| p.into_inner()) = Some(Live {
+                        peer: service.peer().clone(),
+                        tools: Arc::new(tools),
+                    });
+                    let ended = wait_closed(service, &stop).await;
+                    *self.live.write().unwrap_or_else(|p| p.into_inner()) = None;
+                    if !ended {
+                        return;
+                    }
+                    tracing::warn!(upstream = %name, "MCP upstream went away; reconnecting");
+                }
+                Err(reason) => {
+                    tracing::warn!(upstream = %name, %reason, retry_in = ?pause, "cannot reach MCP upstream");
+                }
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(pause) => {}
+            }
+            pause = (pause * 2).min(Duration::from_secs(30));
+        }
+    }
+}
+
+/// Waits until the connection ends (`true`) or the node stops (`false`, after closing it).
+async fn wait_closed(
+    mut service: RunningService<RoleClient, ()>,
+    stop: &CancellationToken,
+) -> bool {
+    // A child that exits closes the transport; `waiting` returns then.
+    let closed = async {
+        loop {
+            if service.peer().is_transport_closed() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    tokio::select! {
+        () = stop.cancelled() => {
+            let _ = service.close_with_timeout(Duration::from_secs(2)).await;
+            false
+        }
+        () = closed => true,
+    }
+}
+
+async fn connect(settings: &UpstreamSettings) -> Result<RunningService<RoleClient, ()>, String> {
+    match &settings.transport {
+        UpstreamTransport::Command(command) => {
+            let mut cmd = tokio::process::Command::new(&command[0]);
+            cmd.args(&command[1..]);
+            // The child's diagnostics go to the node's own stderr.
+            let transport = TokioChildProcess::new(cmd)
+                .map_err(|e| format!("cannot start {:?}: {e}", command[0]))?;
+            ().serve(transport).await.map_err(|e| e.to_string())
+        }
+        UpstreamTransport::Url(url) => {
+            let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+            ().serve(transport).await.map_err(|e| e.to_string())
+        }
+    }
+}
+
+fn describe(e: &ServiceError) -> String {
+    match e {
+        ServiceError::McpError(data) => format!("{} ({})", data.message, data.code.0),
+        other => other.to_string(),
+    }
+}

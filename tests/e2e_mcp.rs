@@ -1,0 +1,125 @@
+//! The MCP gateway through the real binary, with clients and servers nobody here wrote: the
+//! official MCP Python SDK (`mcp`) as the agent and a FastMCP server (`tests/mcp/pay_server.py`)
+//! as the upstream, started by the node over stdio. `scripts/mcp-python` installs both into a
+//! pinned virtual environment. The agent's checks are in `tests/mcp/agent_checks.py`; this test
+//! then checks what the ledger recorded.
+
+mod common;
+
+use common::{Server, TOKEN_A, TOKEN_B, TOKEN_OPS};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The Python that has the SDK and FastMCP (installed on first use).
+fn mcp_python() -> String {
+    let output = Command::new(format!("{ROOT}/scripts/mcp-python"))
+        .output()
+        .expect("runs scripts/mcp-python");
+    assert!(
+        output.status.success(),
+        "scripts/mcp-python failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .expect("a path")
+        .trim()
+        .to_owned()
+}
+
+/// The gateway's config: upstream `pay` (its charge tool keyed by the config, the rest by
+/// their annotations), calls cut after 5 s, results over 1,000 bytes withheld.
+fn gateway_config(python: &str, effects: &Path) -> String {
+    format!(
+        r#"
+[[mcp.upstream]]
+name = "pay"
+command = ["{python}", "{ROOT}/tests/mcp/pay_server.py", "{effects}"]
+call_timeout = "5s"
+result_bytes_max = 1000
+
+[[tool]]
+name = "pay.charge"
+class = "keyed"
+ignore = ["delay_s"]
+[tool.fingerprint]
+amount = ["amount"]
+recipient = ["customer"]
+"#,
+        effects = effects.display()
+    )
+}
+
+/// Waits for the node to say the upstream is connected (its tools are listed from then on).
+fn wait_for_upstream(server: &Server) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = std::fs::read_to_string(&server.stderr_path).unwrap_or_default();
+        if log.contains("MCP upstream connected") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the upstream did not connect within a minute:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agents_over_mcp_get_one_side_effect_per_intended_call() {
+    let python = mcp_python();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let effects = dir.path().join("effects.jsonl");
+    std::fs::write(&effects, "").expect("creates the effects file");
+    let server = Server::start_with(dir.path(), &gateway_config(&python, &effects), &[]);
+    wait_for_upstream(&server);
+
+    let output = Command::new(&python)
+        .arg(format!("{ROOT}/tests/mcp/agent_checks.py"))
+        .arg(format!("{}/mcp", server.base))
+        .args([TOKEN_A, TOKEN_B])
+        .arg(&effects)
+        .output()
+        .expect("runs the agent");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the agent's checks failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("a JSON summary last ({e}):\n{stdout}"));
+
+    // The charge the agent retried 21 times is one completed operation, with the tool's answer
+    // stored as its result.
+    let charge = summary["charge_op"].as_str().expect("charge operation id");
+    let (status, record) = server
+        .get(TOKEN_A, &format!("/v1/operations/{charge}"))
+        .await;
+    assert_eq!(status, 200, "{record}");
+    assert_eq!(record["state"], "completed", "{record}");
+    assert_eq!(record["tool"], "pay.charge", "{record}");
+
+    // The refund whose upstream hung waits for a person, and ran once.
+    let refund = summary["refund_op"].as_str().expect("refund operation id");
+    let (status, queue) = server.get(TOKEN_OPS, "/v1/reconciliation").await;
+    assert_eq!(status, 200, "{queue}");
+    let queued: Vec<&str> = queue["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|i| i["operation_id"].as_str())
+        .collect();
+    assert!(queued.contains(&refund), "{refund} not in {queue}");
+    let refunds = std::fs::read_to_string(&effects)
+        .expect("effects")
+        .lines()
+        .filter(|l| l.contains("\"refund\""))
+        .count();
+    assert_eq!(refunds, 1);
+    server.stop();
+}

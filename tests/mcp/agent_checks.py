@@ -1,0 +1,218 @@
+"""The gateway seen by an agent using the official MCP Python SDK (`mcp`). Run by
+tests/e2e_mcp.rs against a real `opledger serve` with pay_server.py as its upstream.
+
+    agent_checks.py URL TOKEN OTHER_TOKEN EFFECTS_FILE
+
+TOKEN is granted every tool; OTHER_TOKEN is an agent granted none of the upstream's.
+
+Each check asserts; the first failure ends the run with its message. The last line printed is
+a JSON summary the Rust test checks against the ledger.
+"""
+
+import asyncio
+import json
+import sys
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+URL, TOKEN, OTHER_TOKEN, EFFECTS = sys.argv[1:5]
+KEY = "io.opledger/idempotency-key"
+
+
+def effects(tool=None):
+    with open(EFFECTS) as f:
+        lines = [json.loads(line) for line in f if line.strip()]
+    return [e for e in lines if tool is None or e["tool"] == tool]
+
+
+def client(headers=None, mode="legacy", token=None):
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token or TOKEN}", **(headers or {})},
+        timeout=httpx2.Timeout(30, read=60),
+    )
+    return http, Client(streamable_http_client(URL, http_client=http), mode=mode)
+
+
+def meta_of(result):
+    return dict(result.meta or {})
+
+
+def text_of(result):
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+async def listing():
+    http, c = client()
+    async with http, c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+    assert set(tools) == {"pay.charge", "pay.balance", "pay.refund", "pay.notify"}, tools
+    classes = {n: dict(t.meta or {}).get("io.opledger/class") for n, t in tools.items()}
+    # pay.charge has a [[tool]] entry (keyed) that its annotations cannot relax.
+    assert classes == {
+        "pay.charge": "keyed",
+        "pay.balance": "read",
+        "pay.refund": "unsafe",
+        "pay.notify": "unsafe",
+    }, classes
+    return classes
+
+
+async def retries_in_parallel():
+    """A call whose agent gave up retries 20 times at once: one side effect."""
+    args = {"amount": 1500, "customer": "cus_1", "delay_s": 2.0}
+    http, c = client()
+    async with http, c:
+        first = asyncio.create_task(c.call_tool("pay.charge", args, meta={KEY: "order-1"}))
+        # Wait until the first call has run its effect: then every retry meets it in flight.
+        for _ in range(200):
+            if effects("charge"):
+                break
+            await asyncio.sleep(0.05)
+        retries = await asyncio.gather(
+            *[c.call_tool("pay.charge", args, meta={KEY: "order-1"}) for _ in range(20)]
+        )
+        first = await first
+    assert meta_of(first)["io.opledger/decision"] == "execute", meta_of(first)
+    decisions = sorted({meta_of(r)["io.opledger/decision"] for r in retries})
+    assert set(decisions) <= {"in_progress", "replay"}, decisions
+    for r in retries:
+        if meta_of(r)["io.opledger/decision"] == "in_progress":
+            assert r.is_error and "do not change its arguments" in text_of(r), text_of(r)
+    charges = effects("charge")
+    assert len(charges) == 1, charges
+    op = meta_of(first)["io.opledger/operation-id"]
+    assert charges[0]["op"] == op, (charges, op)
+
+    # A replay returns the first result, without a call upstream.
+    http, c = client()
+    async with http, c:
+        again = await c.call_tool("pay.charge", args, meta={KEY: "order-1"})
+        # The header carries the key as well as _meta does.
+    assert meta_of(again)["io.opledger/decision"] == "replay", meta_of(again)
+    assert text_of(again) == text_of(first), (text_of(again), text_of(first))
+    assert not again.is_error
+    http, c = client({"Idempotency-Key": "order-1"})
+    async with http, c:
+        by_header = await c.call_tool("pay.charge", args)
+    assert meta_of(by_header)["io.opledger/decision"] == "replay", meta_of(by_header)
+    assert len(effects("charge")) == 1
+
+    # Other arguments under the same key: a conflict naming the category.
+    http, c = client()
+    async with http, c:
+        other = await c.call_tool(
+            "pay.charge", {**args, "amount": 9999}, meta={KEY: "order-1"}
+        )
+    assert other.is_error
+    assert meta_of(other)["io.opledger/decision"] == "conflict", meta_of(other)
+    assert meta_of(other)["io.opledger/conflict"] == ["amount"], meta_of(other)
+    assert len(effects("charge")) == 1
+    return op
+
+
+async def derived_keys():
+    """Without a key, the same call in the same session is one operation."""
+    args = {"amount": 7, "customer": "cus_2"}
+    http, c = client()
+    async with http, c:
+        a = await c.call_tool("pay.charge", args)
+        b = await c.call_tool("pay.charge", args)
+        other = await c.call_tool("pay.charge", {**args, "amount": 8})
+    assert meta_of(a)["io.opledger/decision"] == "execute", meta_of(a)
+    assert meta_of(b)["io.opledger/decision"] == "replay", meta_of(b)
+    assert meta_of(other)["io.opledger/decision"] == "execute", meta_of(other)
+    assert len([e for e in effects("charge") if e["args"]["customer"] == "cus_2"]) == 2
+
+
+async def reads_every_time():
+    http, c = client()
+    async with http, c:
+        for _ in range(3):
+            r = await c.call_tool("pay.balance", {"customer": "cus_1"})
+            assert meta_of(r)["io.opledger/decision"] == "not_recorded", meta_of(r)
+            assert "io.opledger/operation-id" not in meta_of(r)
+    assert len(effects("balance")) == 3
+
+
+async def hanging_upstream():
+    """A destructive call whose upstream hangs: outcome unknown, never called twice."""
+    http, c = client()
+    async with http, c:
+        first = await c.call_tool("pay.refund", {"charge_id": "ch_1"}, meta={KEY: "refund-1"})
+        again = await c.call_tool("pay.refund", {"charge_id": "ch_1"}, meta={KEY: "refund-1"})
+    assert first.is_error and meta_of(first)["io.opledger/decision"] == "outcome_unknown", meta_of(first)
+    assert "may have happened" in text_of(first), text_of(first)
+    assert again.is_error
+    assert meta_of(again)["io.opledger/decision"] in ("outcome_unknown", "manual"), meta_of(again)
+    assert len(effects("refund")) == 1
+    return meta_of(first)["io.opledger/operation-id"]
+
+
+async def large_result():
+    """A result over result_bytes_max: the caller gets it whole, a replay says it is withheld."""
+    http, c = client()
+    async with http, c:
+        first = await c.call_tool("pay.notify", {"text": "x" * 50}, meta={KEY: "note-1"})
+        again = await c.call_tool("pay.notify", {"text": "x" * 50}, meta={KEY: "note-1"})
+    assert len(text_of(first)) == 5000, len(text_of(first))
+    assert meta_of(again)["io.opledger/decision"] == "replay", meta_of(again)
+    assert meta_of(again)["io.opledger/result-withheld"] == "too_large", meta_of(again)
+    assert not again.is_error
+    assert len(effects("notify")) == 1
+
+
+async def refused_without_token():
+    http = httpx2.AsyncClient(timeout=10)
+    async with http:
+        r = await http.post(
+            URL,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"Accept": "application/json, text/event-stream"},
+        )
+    assert r.status_code == 401, r.status_code
+
+
+async def ungranted_tools_are_not_there():
+    http, c = client(token=OTHER_TOKEN)
+    async with http, c:
+        listed = (await c.list_tools()).tools
+        assert listed == [], [t.name for t in listed]
+        try:
+            r = await c.call_tool("pay.charge", {"amount": 1, "customer": "c"}, meta={KEY: "x"})
+        except Exception as e:  # the SDK raises protocol errors
+            assert "no tool named" in str(e), e
+        else:
+            assert r.is_error and "no tool named" in text_of(r), r
+    assert not [e for e in effects("charge") if e["args"]["customer"] == "c"]
+
+
+async def stateless_clients_get_the_same_guarantees():
+    """A 2026-07-28 client has no session: identical calls without a key are one operation
+    within the window."""
+    args = {"amount": 3, "customer": "cus_3"}
+    results = []
+    for _ in range(2):
+        http, c = client(mode="auto")
+        async with http, c:
+            results.append(await c.call_tool("pay.charge", args))
+    decisions = [meta_of(r)["io.opledger/decision"] for r in results]
+    assert decisions == ["execute", "replay"], decisions
+    assert len([e for e in effects("charge") if e["args"]["customer"] == "cus_3"]) == 1
+
+
+async def main():
+    classes = await listing()
+    charge_op = await retries_in_parallel()
+    await derived_keys()
+    await reads_every_time()
+    refund_op = await hanging_upstream()
+    await large_result()
+    await refused_without_token()
+    await ungranted_tools_are_not_there()
+    await stateless_clients_get_the_same_guarantees()
+    print(json.dumps({"classes": classes, "charge_op": charge_op, "refund_op": refund_op}))
+
+
+asyncio.run(main())
