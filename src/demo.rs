@@ -3,10 +3,11 @@
 //! a newcomer can read: intents, side effects, duplicates prevented, unknown outcomes settled by
 //! evidence, cases sent to an operator — and second side effects (always 0).
 
-use crate::config::{Config, Principal};
-use crate::core::event::BusinessResult;
+use crate::api::auth::Principals;
+use crate::api::{ApiState, router};
+use crate::client::{Answer, Claim, Client, Outcome};
+use crate::config::Config;
 use crate::core::operation::{OpState, QueryResult};
-use crate::ledger::{ClaimInput, Claimed, Report};
 use crate::node::Node;
 use crate::sim;
 use std::sync::Arc;
@@ -54,6 +55,9 @@ pub enum DemoError {
     /// The ledger failed.
     #[error(transparent)]
     Node(#[from] crate::node::NodeError),
+    /// The fleet's API could not listen on loopback.
+    #[error("the demo's API cannot listen on loopback: {0}")]
+    Listen(std::io::Error),
     /// The run did not settle in time.
     #[error("operations were still unsettled after {0:?}")]
     Unsettled(Duration),
@@ -67,6 +71,9 @@ fn roll(seed: u64, n: u64) -> u64 {
     (z ^ (z >> 31)) % 100
 }
 
+/// The fleet's bearer token (the demo's node listens on loopback only).
+const DEMO_TOKEN: &str = "demo-fleet-token";
+
 fn demo_config(data_dir: &std::path::Path, sim: std::net::SocketAddr) -> Config {
     let text = format!(
         r#"
@@ -79,7 +86,7 @@ lease = "2s"
 query_timeout = "1s"
 [[principal]]
 id = "fleet"
-token = "demo-fleet-token"
+token = "{DEMO_TOKEN}"
 roles = ["agent"]
 tools = ["*"]
 [[tool]]
@@ -112,17 +119,37 @@ pub async fn run(
     let service = sim::start().await?;
     let config = demo_config(data_dir, service.addr);
     let node = Node::start(&config, |_| {}).await?;
-    let principal = config
-        .principals_by_token
-        .values()
-        .next()
-        .cloned()
-        .expect("the demo config has one principal");
+    // The fleet reaches its node as any agent would: over HTTP, through the Rust client.
+    let state = Arc::new(ApiState {
+        ledger: node.ledger.clone(),
+        principals: Principals::new(&config.principals_by_token),
+        config_path: None,
+        body_bytes_max: config.body_bytes_max,
+        body_read_timeout: config.http.body_read_timeout,
+        metrics: node.metrics.clone(),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(DemoError::Listen)?;
+    let base = format!(
+        "http://{}",
+        listener.local_addr().map_err(DemoError::Listen)?
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let api = tokio::spawn(crate::api::server::serve(
+        listener,
+        router(state.clone()),
+        config.http,
+        None,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
     let counters = Arc::new(Counters::default());
     let mut fleet = tokio::task::JoinSet::new();
     for agent in 0..options.agents {
-        let (ledger, principal, counters) =
-            (node.ledger.clone(), principal.clone(), counters.clone());
+        let ledger = Client::new(&base, DEMO_TOKEN);
+        let counters = counters.clone();
         let addr = service.addr;
         let state = service.state.clone();
         fleet.spawn(async move {
@@ -131,7 +158,6 @@ pub async fn run(
                 let n = agent * options.intents + i;
                 let agent_run = Agent {
                     ledger: &ledger,
-                    principal: &principal,
                     http: &http,
                     sim: addr,
                     sim_state: &state,
@@ -186,6 +212,9 @@ pub async fn run(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    let _ = stop.send(());
+    let _ = api.await;
+    drop(state);
     node.shutdown().await?;
     Ok(report)
 }
@@ -198,8 +227,7 @@ struct Counters {
 }
 
 struct Agent<'a> {
-    ledger: &'a crate::ledger::Ledger,
-    principal: &'a Principal,
+    ledger: &'a Client,
     http: &'a reqwest::Client,
     sim: std::net::SocketAddr,
     sim_state: &'a sim::Simulated,
@@ -228,19 +256,14 @@ impl Agent<'_> {
             } else {
                 format!("{holder}-retry-{attempt}")
             };
-            let input = ClaimInput {
+            let claim = Claim {
                 tool,
-                key: Some(&key),
+                key: &key,
                 holder: &worker,
                 request: &request,
-                parent: None,
             };
-            match self.ledger.claim(self.principal, input).await {
-                Ok(Claimed::Decided(answer)) if answer.decision.code() == "execute" => {
-                    if let Some(record) = answer.record {
-                        executors.push((record.id, worker));
-                    }
-                }
+            match self.ledger.claim(&claim).await {
+                Ok(Answer::Execute(op)) => executors.push((op.operation_id, worker)),
                 Ok(_) => {
                     self.counters.prevented.fetch_add(1, Ordering::SeqCst);
                 }
@@ -254,14 +277,7 @@ impl Agent<'_> {
         }
     }
 
-    async fn execute(
-        &self,
-        id: crate::core::key::OperationId,
-        worker: &str,
-        mode: &str,
-        fault: u64,
-    ) {
-        let id_text = id.to_string();
+    async fn execute(&self, id_text: String, worker: &str, mode: &str, fault: u64) {
         if fault < 15 {
             // The tool call times out after the external system accepted it.
             self.sim_state.drop_next_response(&id_text);
@@ -280,20 +296,14 @@ impl Agent<'_> {
             self.counters.crashes.fetch_add(1, Ordering::SeqCst);
             return;
         }
-        let report = match resource {
-            Some(resource_ref) => Report::Complete(BusinessResult {
+        let outcome = match &resource {
+            Some(resource_ref) => Outcome::Complete {
                 resource_ref,
                 status: 200,
-                headers: Default::default(),
-                body: None,
-            }),
-            None => Report::Unknown,
+            },
+            None => Outcome::Unknown,
         };
-        if let Err(e) = self
-            .ledger
-            .report(self.principal, id, worker, None, report)
-            .await
-        {
+        if let Err(e) = self.ledger.report(&id_text, worker, outcome).await {
             eprintln!("{worker}: report failed: {e}");
         }
     }

@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod client;
 pub mod clock;
 pub mod cluster;
 pub mod config;

@@ -167,6 +167,28 @@ mod tests {
     }
 
     #[test]
+    fn given_a_fraction_written_out_then_its_point_counts_toward_the_bound() {
+        // 399 digits and a point are 400 bytes: kept; one digit more is one byte too many.
+        let at = format!("{}.5", "1".repeat(398));
+        assert_eq!(
+            normalise_decimal(&at).map(|s| s.len()),
+            Some(MAX_DECIMAL_LEN)
+        );
+        let over = format!("{}.5", "1".repeat(399));
+        assert_eq!(normalise_decimal(&over), None);
+        // The same digits with the point further left (a leading "0.") are measured alike.
+        let small = format!("0.{}", "1".repeat(MAX_DECIMAL_LEN - 2));
+        assert_eq!(
+            normalise_decimal(&small).map(|s| s.len()),
+            Some(MAX_DECIMAL_LEN)
+        );
+        assert_eq!(
+            normalise_decimal(&format!("0.{}", "1".repeat(MAX_DECIMAL_LEN - 1))),
+            None
+        );
+    }
+
+    #[test]
     fn given_exponents_of_nine_and_ten_significant_digits_then_only_nine_are_read() {
         // Zero makes the exponent's size the only bound in play.
         assert_eq!(normalise_decimal("0e123456789").as_deref(), Some("0"));

@@ -1,0 +1,103 @@
+//! The Rust client (`opledger::client`) against the real binary: every answer it types.
+
+mod common;
+
+use common::{Server, TOKEN_A};
+use opledger::client::{Answer, Claim, Client, ClientError, Outcome};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_client_types_every_answer_of_a_real_node() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(dir.path());
+    let ledger = Client::new(&server.base, TOKEN_A);
+    let request = json!({"amount": "10.50", "currency": "EUR", "customer": "c-7"});
+    let claim = Claim {
+        tool: "payments.charge",
+        key: "rust-client-1",
+        holder: "w1",
+        request: &request,
+    };
+
+    let Answer::Execute(op) = ledger.claim(&claim).await.expect("answers") else {
+        panic!("a first claim executes");
+    };
+    assert_eq!(op.state, "processing");
+    let in_flight = ledger
+        .claim(&Claim {
+            holder: "w2",
+            ..claim
+        })
+        .await
+        .expect("answers");
+    assert_eq!(in_flight.decision(), "in_progress", "{in_flight:?}");
+
+    let done = ledger
+        .report(
+            &op.operation_id,
+            "w1",
+            Outcome::Complete {
+                resource_ref: "ch_1",
+                status: 201,
+            },
+        )
+        .await
+        .expect("answers");
+    assert!(
+        matches!(done, Answer::Accepted(ref o) if o.state == "completed"),
+        "{done:?}"
+    );
+    match ledger.claim(&claim).await.expect("answers") {
+        Answer::Replay(o) => {
+            assert_eq!(o.resource_ref.as_deref(), Some("ch_1"));
+            assert_eq!(o.operation_id, op.operation_id);
+        }
+        other => panic!("a replay, got {other:?}"),
+    }
+    let other = json!({"amount": "99", "currency": "EUR", "customer": "c-7"});
+    match ledger
+        .claim(&Claim {
+            request: &other,
+            ..claim
+        })
+        .await
+        .expect("answers")
+    {
+        Answer::Conflict(_, categories) => assert_eq!(categories, ["amount"]),
+        answer => panic!("a conflict, got {answer:?}"),
+    }
+    // A report by a worker that does not hold it is rejected with its code.
+    let late = ledger
+        .report(&op.operation_id, "w9", Outcome::Unknown)
+        .await
+        .expect("answers");
+    assert!(
+        matches!(late, Answer::Rejected(_, ref code) if !code.is_empty()),
+        "{late:?}"
+    );
+    assert_eq!(
+        ledger.get(&op.operation_id).await.expect("reads").state,
+        "completed"
+    );
+    let read = ledger
+        .claim(&Claim {
+            tool: "search.lookup",
+            ..claim
+        })
+        .await
+        .expect("answers");
+    assert_eq!(read, Answer::NotRecorded);
+
+    // Refusals are typed, with the API's code and whether a resend is safe.
+    let stranger = Client::new(&server.base, "not-a-known-token");
+    match stranger.claim(&claim).await {
+        Err(ClientError::Refused {
+            status: 401,
+            code,
+            retriable: false,
+            ..
+        }) => assert_eq!(code, "unauthenticated"),
+        other => panic!("401 unauthenticated, got {other:?}"),
+    }
+    server.stop();
+}
