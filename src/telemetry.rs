@@ -15,6 +15,16 @@ pub enum LogFormat {
     Json,
 }
 
+/// The MCP SDK logs whole requests and results (a tool's arguments, an agent's key) at debug
+/// and upstream notices at info: it writes warnings only, unless the filter names it.
+fn quiet_sdk(filter: &str) -> String {
+    if filter.contains("rmcp") {
+        filter.to_owned()
+    } else {
+        format!("{filter},rmcp=warn")
+    }
+}
+
 /// Installs the global subscriber, writing to stderr. The filter (such as `info` or
 /// `opledger=trace`) is the first of: `flag` (the command line's `--log-level`), `OPLEDGER_LOG`,
 /// `RUST_LOG`, else `info` — a flag overrides the environment, as usual. A filter that does not
@@ -30,14 +40,16 @@ pub fn init(flag: Option<&str>, format: LogFormat) {
     let filter = candidates
         .into_iter()
         .filter_map(|(source, text)| Some((source, text?)))
-        .find_map(|(source, text)| match EnvFilter::try_new(&text) {
-            Ok(filter) => Some(filter),
-            Err(e) => {
-                refused.push(format!("{source} {text:?}: {e}"));
-                None
-            }
-        })
-        .unwrap_or_else(|| EnvFilter::new("info"));
+        .find_map(
+            |(source, text)| match EnvFilter::try_new(quiet_sdk(&text)) {
+                Ok(filter) => Some(filter),
+                Err(e) => {
+                    refused.push(format!("{source} {text:?}: {e}"));
+                    None
+                }
+            },
+        )
+        .unwrap_or_else(|| EnvFilter::new(quiet_sdk("info")));
     // A second init (in tests) keeps the first subscriber.
     let lines = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -81,7 +81,7 @@ async fn agents_over_mcp_get_one_side_effect_per_intended_call() {
     let output = Command::new(&python)
         .arg(format!("{ROOT}/tests/mcp/agent_checks.py"))
         .arg(format!("{}/mcp", server.base))
-        .args([TOKEN_A, TOKEN_B])
+        .args([TOKEN_A, TOKEN_B, TOKEN_OPS])
         .arg(&effects)
         .output()
         .expect("runs the agent");

@@ -106,6 +106,12 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
             // On a shared log, other nodes ask this one for the partitions it serves.
             app = app.merge(opledger::cluster::remote::routes(inbound));
         }
+        // A stop ends the gateway's open streams at once, so they do not hold the grace period.
+        let gateway_cancel = gateway_stop.clone();
+        let stop = async move {
+            stop.await;
+            gateway_cancel.cancel();
+        };
         let server = opledger::api::server::serve(listener, app, config.http, tls, stop);
         let outcome = tokio::select! {
             _ = server => Ok(()),

@@ -79,6 +79,12 @@ pub(super) fn validate_mcp(raw: Option<RawMcp>) -> Result<Option<McpSettings>, C
             "[mcp] declares no [[mcp.upstream]]: add one (a command or a url) or leave [mcp] out",
         ));
     }
+    if raw.allowed_hosts.as_ref().is_some_and(Vec::is_empty) {
+        return Err(ConfigError::invalid(
+            Setting::Key("mcp", "allowed_hosts"),
+            "[mcp] allowed_hosts = [] would switch the Host check off: list the names agents reach the node by (leave it out for the loopback names)",
+        ));
+    }
     let allowed_hosts = raw
         .allowed_hosts
         .unwrap_or_else(|| ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec());
@@ -222,5 +228,9 @@ mod tests {
         ));
         assert!(twice.contains("declared twice"), "{twice}");
         assert!(err(&format!("{AGENT}[mcp]\n")).contains("no [[mcp.upstream]]"));
+        let open = err(&format!(
+            "{AGENT}[mcp]\nallowed_hosts = []\n[[mcp.upstream]]\nname = \"pay\"\nurl = \"http://x\"\n"
+        ));
+        assert!(open.contains("Host check off"), "{open}");
     }
 }

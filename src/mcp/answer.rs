@@ -69,6 +69,7 @@ pub(super) fn unknown(decision: &str, id: OperationId) -> CallToolResult {
 /// The answer to the same key with other arguments.
 pub(super) fn conflict(id: OperationId, categories: &[Category]) -> CallToolResult {
     let mut names: Vec<&str> = categories.iter().map(|c| c.reported().as_str()).collect();
+    names.sort_unstable();
     names.dedup();
     let mut result = refusal(
         "conflict",
@@ -90,9 +91,15 @@ pub(super) fn replay(id: OperationId, stored: &BusinessResult) -> CallToolResult
         Some(ResultBody::Kept(text)) => serde_json::from_str::<CallToolResult>(text)
             .unwrap_or_else(|_| CallToolResult::success(vec![ContentBlock::text(text.clone())])),
         Some(ResultBody::Withheld { sha256, bytes }) => {
-            let mut r = CallToolResult::success(vec![ContentBlock::text(format!(
+            let content = vec![ContentBlock::text(format!(
                 "This call already ran; its result ({bytes} bytes) was too large to keep, so it cannot be shown again."
-            ))]);
+            ))];
+            // The first answer was a tool error (status 500): its replay says so too.
+            let mut r = if stored.status == 500 {
+                CallToolResult::error(content)
+            } else {
+                CallToolResult::success(content)
+            };
             let meta = r.meta.get_or_insert_with(MetaObject::new);
             meta.insert(META_WITHHELD.into(), json!("too_large"));
             meta.insert(

@@ -14,8 +14,33 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Most generations of a derived key tried for one call (each a window apart).
-const GENERATIONS_MAX: u32 = 1000;
+/// Most generations of a derived key tried for one call (each a window apart; each try is a
+/// claim in the log, so identical keyless calls over months cost a few claims each).
+const GENERATIONS_MAX: u32 = 100;
+
+/// Tries of a ledger request that failed retriably (the same holder each time, so a claim the
+/// first try made durable is renewed, and a report repeated is `unchanged`).
+const TRIES: u32 = 4;
+
+/// Runs `request` until it succeeds, fails for good, or [`TRIES`] retriable failures.
+async fn retrying<T, F, Fut>(mut request: F) -> Result<T, LedgerError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, LedgerError>>,
+{
+    let mut pause = Duration::from_millis(100);
+    let mut tries = 1;
+    loop {
+        match request().await {
+            Err(e) if e.retriable() && tries < TRIES => {
+                tries += 1;
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            other => return other,
+        }
+    }
+}
 
 /// One call, as the gateway received it.
 pub(super) struct Call<'a> {
@@ -74,6 +99,7 @@ pub(super) async fn recorded(
                 &call.principal.id,
                 call.scope,
                 call.exposed,
+                &call.contract.fingerprint,
                 &call.arguments,
                 generation,
             )
@@ -90,20 +116,20 @@ pub(super) async fn recorded(
             request: &request,
             parent: None,
         };
-        let Claimed::Decided(answer) = ledger
-            .claim_under(call.principal, call.contract, input)
-            .await?
-        else {
+        let claimed = retrying(|| ledger.claim_under(call.principal, call.contract, input)).await;
+        let Claimed::Decided(answer) = claimed? else {
             return Err(CallRefused::Invalid("a read tool is not recorded".into()));
         };
         // An unscoped derived key's finished operation ends its window: then a new one.
+        // (A key whose record expired is past its window too.)
         let stale = call.key.is_none()
             && call.scope == Scope::Unscoped
-            && answer.decision == Decision::Replay
-            && answer
-                .record
-                .as_ref()
-                .is_some_and(|r| finished_before(r, window));
+            && (answer.decision == Decision::KeyExpired
+                || answer.decision == Decision::Replay
+                    && answer
+                        .record
+                        .as_ref()
+                        .is_some_and(|r| finished_before(r, window)));
         if stale && generation < GENERATIONS_MAX {
             generation += 1;
             continue;
@@ -156,8 +182,10 @@ fn finished_before(record: &OperationRecord, window: Duration) -> bool {
     now_ms.saturating_sub(record.updated_at_ms) > window.as_millis() as u64
 }
 
-/// Executes: calls the upstream with the operation id, then reports what happened. A call
-/// without an answer (timeout, the upstream gone) is reported unknown: it may have happened.
+/// Executes: calls the upstream with the operation id, then reports what happened. While
+/// the call runs the lease is renewed, so a call that takes long is never taken for a lapsed
+/// one. A call without an answer (timeout, connection lost) is reported unknown: it may have
+/// happened.
 async fn execute(
     ledger: &Ledger,
     upstream: &Upstream,
@@ -168,10 +196,26 @@ async fn execute(
     let id = record.id;
     let mut params = CallToolRequestParams::new(call.upstream_name.to_owned())
         .with_arguments(call.arguments.clone());
-    let mut meta = RequestMetaObject::default();
+    let mut meta = RequestMetaObject::new();
     meta.insert(answer::META_OPERATION.into(), json!(id.to_string()));
     params.meta = Some(meta);
-    match upstream.call(params).await {
+    let outcome = {
+        let called = upstream.call(params);
+        tokio::pin!(called);
+        let every = Duration::from_millis(record.terms.lease_ms / 3).max(Duration::from_millis(50));
+        let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        loop {
+            tokio::select! {
+                outcome = &mut called => break outcome,
+                _ = beat.tick() => {
+                    if let Err(e) = ledger.report(call.principal, id, holder, None, Report::Heartbeat).await {
+                        tracing::warn!(operation = %id, error = %e, "cannot renew the lease of a running MCP call");
+                    }
+                }
+            }
+        }
+    };
+    match outcome {
         Ok(result) => {
             let text = serde_json::to_string(&result).unwrap_or_default();
             let body = if text.len() <= upstream.settings.result_bytes_max {
@@ -193,28 +237,19 @@ async fn execute(
                 headers: Default::default(),
                 body: Some(body),
             };
-            let reported = ledger
-                .report(call.principal, id, holder, None, Report::Complete(stored))
-                .await;
-            if let Err(e) = reported {
-                // The effect happened and the agent gets its result; the operation stays
-                // processing until its lease lapses, then goes to recovery like any other.
-                tracing::warn!(operation = %id, error = %e, "cannot record an MCP tool result");
-            }
+            // The agent gets its result whatever happens to the report; a report that cannot
+            // be made leaves the operation processing until its lease lapses, then recovery
+            // and the operator queue have it.
+            report(ledger, call, holder, id, Report::Complete(stored)).await;
             Ok(answer::with_decision(result, "execute", Some(id)))
         }
         Err(CallError::Down) => {
             // Nothing was sent: provably not executed, so the key is free for a retry.
-            let report = Report::Fail {
+            let released = Report::Fail {
                 kind: FailureKind::NotAccepted,
                 code: "upstream_down".into(),
             };
-            if let Err(e) = ledger
-                .report(call.principal, id, holder, None, report)
-                .await
-            {
-                tracing::warn!(operation = %id, error = %e, "cannot release an operation whose upstream is down");
-            }
+            report(ledger, call, holder, id, released).await;
             Ok(answer::refusal(
                 "not_executed",
                 Some(id),
@@ -223,18 +258,48 @@ async fn execute(
         }
         Err(e) => {
             let cause = match &e {
-                CallError::Down => "upstream_down",
                 CallError::Timeout(_) => "timeout",
-                CallError::Failed(_) => "upstream_failed",
+                _ => "upstream_failed",
             };
             tracing::warn!(operation = %id, tool = call.exposed, cause, "MCP upstream call has no answer: outcome unknown");
-            let reported = ledger
-                .report(call.principal, id, holder, None, Report::Unknown)
-                .await;
-            if let Err(e) = reported {
-                tracing::warn!(operation = %id, error = %e, "cannot record an unknown outcome; the lease will lapse");
-            }
-            Ok(answer::unknown("outcome_unknown", id))
+            let after = report(ledger, call, holder, id, Report::Unknown).await;
+            // An idempotent tool's unknown outcome releases the key: calling it again is safe.
+            let released = after.is_some_and(|r| matches!(r.state, OpState::Released { .. }));
+            Ok(if released {
+                answer::refusal(
+                    "outcome_unknown",
+                    Some(id),
+                    "The tool's server did not answer in time, so the outcome is unknown. The tool is idempotent: retrying the same call is safe.",
+                )
+            } else {
+                answer::unknown("outcome_unknown", id)
+            })
+        }
+    }
+}
+
+/// Reports as the executor, retrying what can be retried; the record after it, if it was
+/// applied.
+async fn report(
+    ledger: &Ledger,
+    call: &Call<'_>,
+    holder: &str,
+    id: crate::core::key::OperationId,
+    report: Report,
+) -> Option<OperationRecord> {
+    let reported =
+        retrying(|| ledger.report(call.principal, id, holder, None, report.clone())).await;
+    match reported {
+        Ok(answer) if matches!(answer.decision, Decision::Accepted | Decision::Unchanged) => {
+            answer.record
+        }
+        Ok(answer) => {
+            tracing::warn!(operation = %id, decision = answer.decision.code(), "an MCP call's report was refused");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(operation = %id, error = %e, "cannot record an MCP call's outcome; its lease will lapse into recovery");
+            None
         }
     }
 }

@@ -2,14 +2,17 @@
 //! or the HTTP `Idempotency-Key` header), else one derived from what the call is, so that a
 //! model retrying the same call reaches the same operation.
 //!
-//! A derived key is `mcp.<scope kind>.<SHA-256 of (principal, scope, tool, canonical
-//! arguments)>.<generation>`. The scope is the MCP session (`Mcp-Session-Id`) where the
-//! protocol has sessions, else the client's run id (`_meta["io.opledger/run-id"]`), else none.
+//! A derived key is `mcp.<scope kind>.<SHA-256 of (principal, scope, tool, the arguments'
+//! fingerprint under the tool's contract)>.<generation>`: what the ledger would call the same
+//! request (ignored fields left out, `10.50` and `10.5` alike) derives the same key. The scope
+//! is the client's run id (`_meta["io.opledger/run-id"]`), else the MCP session
+//! (`Mcp-Session-Id`) where the protocol has sessions, else none.
 //! Two identical calls in one scope are one operation: an agent that means two must give keys.
 //! Without a scope, identical calls are one operation until `derived_key_window` has passed
 //! since it finished; then the next generation is a new one.
 
 use crate::core::canonical::{Mode, canonical_json};
+use crate::core::fingerprint::{FingerprintSpec, fingerprint_v2};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -29,16 +32,30 @@ pub(super) enum Scope<'a> {
     Unscoped,
 }
 
-/// The derived key of a call, generation `generation` (0 first). `None` when the arguments
-/// cannot be put in canonical form (too deep or too large): then the agent must give a key.
+/// The derived key of a call, generation `generation` (0 first). The material is the
+/// arguments' fingerprint under the tool's contract; where the contract refuses the arguments
+/// (the claim will be refused with the reason), their canonical JSON; `None` when neither can
+/// be had (too deep or too large): then the agent must give a key.
 pub(super) fn derived(
     principal: &str,
     scope: Scope<'_>,
     tool: &str,
+    spec: &FingerprintSpec,
     arguments: &Map<String, Value>,
     generation: u32,
 ) -> Option<String> {
-    let canonical = canonical_json(&Value::Object(arguments.clone()), Mode::Plain).ok()?;
+    let arguments = Value::Object(arguments.clone());
+    let material = match fingerprint_v2(spec, &arguments, None) {
+        Ok(fingerprint) => {
+            let mut bytes = Vec::new();
+            for (category, part) in &fingerprint.parts {
+                bytes.extend_from_slice(category.as_str().as_bytes());
+                bytes.extend_from_slice(part);
+            }
+            bytes
+        }
+        Err(_) => canonical_json(&arguments, Mode::Plain).ok()?.into_bytes(),
+    };
     let (kind, scope_text) = match scope {
         Scope::Session(id) => ("s", id),
         Scope::Run(id) => ("r", id),
@@ -46,9 +63,15 @@ pub(super) fn derived(
     };
     let mut h = Sha256::new();
     // Length-prefixed parts: no two different tuples hash alike.
-    for part in [principal, kind, scope_text, tool, canonical.as_str()] {
+    for part in [
+        principal.as_bytes(),
+        kind.as_bytes(),
+        scope_text.as_bytes(),
+        tool.as_bytes(),
+        &material,
+    ] {
         h.update((part.len() as u64).to_be_bytes());
-        h.update(part.as_bytes());
+        h.update(part);
     }
     let digest = hex::encode(h.finalize());
     Some(format!("mcp.{kind}.{digest}.{generation}"))
@@ -62,6 +85,39 @@ mod tests {
 
     fn args(v: Value) -> Map<String, Value> {
         v.as_object().cloned().expect("an object")
+    }
+
+    fn everything() -> FingerprintSpec {
+        FingerprintSpec::default()
+    }
+
+    fn derived(
+        principal: &str,
+        scope: Scope<'_>,
+        tool: &str,
+        arguments: &Map<String, Value>,
+        generation: u32,
+    ) -> Option<String> {
+        super::derived(principal, scope, tool, &everything(), arguments, generation)
+    }
+
+    #[test]
+    fn what_the_contract_ignores_or_reads_alike_derives_the_same_key() {
+        let spec: FingerprintSpec = serde_json::from_value(json!({
+            "fields": {"amount": ["amount"]},
+            "ignore": ["trace_id"],
+        }))
+        .expect("a spec");
+        let key = |a: Value| super::derived("p", Scope::Unscoped, "t", &spec, &args(a), 0);
+        let base = key(json!({"amount": "10.50", "to": "c", "trace_id": "a"}));
+        assert_eq!(
+            base,
+            key(json!({"amount": 10.5, "to": "c", "trace_id": "b"}))
+        );
+        assert_ne!(base, key(json!({"amount": "10.51", "to": "c"})));
+        assert_ne!(base, key(json!({"amount": "10.50", "to": "d"})));
+        // Arguments the contract refuses still derive a key: the claim says why they are refused.
+        assert!(key(json!({"amount": "ten"})).is_some());
     }
 
     #[test]

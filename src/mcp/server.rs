@@ -23,7 +23,9 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::json;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// `_meta` name of a listed tool's effective class.
@@ -35,7 +37,14 @@ pub struct Gateway {
     settings: McpSettings,
     upstreams: Vec<Arc<Upstream>>,
     stop: CancellationToken,
+    /// Which principal opened each MCP session: a session id is no bearer credential, so
+    /// another principal presenting it is told the session does not exist.
+    sessions: Mutex<HashMap<String, (String, Instant)>>,
 }
+
+/// Sessions remembered at most; beyond it those opened longest ago are forgotten (their
+/// clients are asked to start a new session).
+const SESSIONS_MAX: usize = 100_000;
 
 impl Gateway {
     /// Starts keeping every upstream connected; stops when `stop` is cancelled.
@@ -57,14 +66,17 @@ impl Gateway {
             settings,
             upstreams,
             stop,
+            sessions: Mutex::default(),
         })
     }
 
     /// The `/mcp` routes: Streamable HTTP behind the API's bearer-token authentication.
     pub fn router(self: &Arc<Self>) -> axum::Router {
-        let config = StreamableHttpServerConfig::default()
+        let mut config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(self.settings.allowed_hosts.clone())
             .with_cancellation_token(self.stop.child_token());
+        // The API's body bound holds here too.
+        config.max_request_body_bytes = self.state.body_bytes_max;
         let handler = Handler(self.clone());
         let service: StreamableHttpService<Handler, LocalSessionManager> =
             StreamableHttpService::new(
@@ -73,7 +85,7 @@ impl Gateway {
                 config,
             );
         axum::Router::new().nest_service("/mcp", service).layer(
-            axum::middleware::from_fn_with_state(self.state.clone(), authenticate_agent),
+            axum::middleware::from_fn_with_state(self.clone(), authenticate_agent),
         )
     }
 
@@ -104,14 +116,15 @@ impl Gateway {
 }
 
 /// Every request to `/mcp` carries an agent's bearer token, as on the HTTP API: 401 without a
-/// known one, 403 without the agent role. The principal travels in the request's extensions.
+/// known one, 403 without the agent role. A session belongs to the principal that opened it.
+/// The principal travels in the request's extensions.
 async fn authenticate_agent(
-    axum::extract::State(state): axum::extract::State<Arc<ApiState>>,
+    axum::extract::State(gateway): axum::extract::State<Arc<Gateway>>,
     mut request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let principal = match authenticate(&state.principals, request.headers()) {
+    let principal = match authenticate(&gateway.state.principals, request.headers()) {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
@@ -123,8 +136,48 @@ async fn authenticate_agent(
         )
         .into_response();
     }
+    let session = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(id) = &session {
+        let owner = gateway.sessions_of().get(id).map(|(p, _)| p.clone());
+        if owner.as_deref() != Some(principal.id.as_str()) {
+            return ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "no such MCP session: start a new one",
+            )
+            .into_response();
+        }
+    }
+    let id = principal.id.clone();
     request.extensions_mut().insert(principal);
-    next.run(request).await
+    let response = next.run(request).await;
+    if session.is_none()
+        && let Some(opened) = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+    {
+        let mut sessions = gateway.sessions_of();
+        if sessions.len() >= SESSIONS_MAX {
+            // Forget the oldest tenth at once, so this stays rare.
+            let mut ages: Vec<Instant> = sessions.values().map(|(_, at)| *at).collect();
+            ages.sort_unstable();
+            let cut = ages[ages.len() / 10];
+            sessions.retain(|_, (_, at)| *at > cut);
+        }
+        sessions.insert(opened.to_owned(), (id, Instant::now()));
+    }
+    response
+}
+
+impl Gateway {
+    fn sessions_of(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, Instant)>> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 #[derive(Clone)]
@@ -154,7 +207,14 @@ fn header<'a>(
             None,
         ));
     }
-    Ok(first.and_then(|v| v.to_str().ok()))
+    // A value that is not visible ASCII is refused, never taken for an absent one.
+    first
+        .map(|v| {
+            v.to_str().map_err(|_| {
+                McpError::invalid_params(format!("the {name} header must be visible ASCII"), None)
+            })
+        })
+        .transpose()
 }
 
 impl ServerHandler for Handler {
@@ -214,7 +274,9 @@ impl ServerHandler for Handler {
         let principal = principal_of(&context)?;
         let exposed = request.name.to_string();
         // Not granted and not there answer alike: a principal learns nothing of others' tools.
-        let unknown = || McpError::invalid_params(format!("no tool named {exposed:?}"), None);
+        // The name is echoed only as far as a tool name can go.
+        let shown: String = exposed.chars().take(128).collect();
+        let unknown = || McpError::invalid_params(format!("no tool named {shown:?}"), None);
         if !principal.may_use(&exposed) {
             return Err(unknown());
         }
@@ -254,10 +316,21 @@ impl ServerHandler for Handler {
             (m, h) => m.or(h),
         };
         let session = header(&context, "mcp-session-id")?;
-        let run = context.meta.get(META_RUN_ID).and_then(|v| v.as_str());
-        let scope = match (session, run) {
-            (Some(s), _) => Scope::Session(s),
-            (None, Some(r)) => Scope::Run(r),
+        let run = match context.meta.get(META_RUN_ID) {
+            None => None,
+            Some(serde_json::Value::String(r)) => Some(r.as_str()),
+            Some(_) => {
+                return Err(McpError::invalid_params(
+                    format!("_meta[{META_RUN_ID:?}] must be a string"),
+                    None,
+                ));
+            }
+        };
+        // A run id the client declares outlives its sessions (a reconnect is a new session),
+        // so it scopes a derived key before the session does.
+        let scope = match (run, session) {
+            (Some(r), _) => Scope::Run(r),
+            (None, Some(s)) => Scope::Session(s),
             (None, None) => Scope::Unscoped,
         };
         let call = Call {

@@ -11,19 +11,19 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// A connected upstream's peer and the tools it listed.
-#[derive(Clone)]
-struct Live {
-    peer: Peer<RoleClient>,
-    tools: Arc<Vec<Tool>>,
-}
-
-/// An upstream as the gateway sees it.
+/// An upstream as the gateway sees it: its peer while connected, and the tools it listed
+/// last — kept while it is down, so a call of one is answered `not_executed`, not "no tool".
 pub(super) struct Upstream {
     /// Its settings.
     pub settings: UpstreamSettings,
-    live: RwLock<Option<Live>>,
+    peer: RwLock<Option<Peer<RoleClient>>>,
+    tools: RwLock<Arc<Vec<Tool>>>,
 }
+
+/// How long connecting and listing may take before the attempt counts as failed.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// A connection that lasted this long was healthy: the next reconnect starts without delay.
+const HEALTHY_AFTER: Duration = Duration::from_secs(10);
 
 /// Why a call to an upstream has no answer.
 #[derive(Debug, thiserror::Error)]
@@ -44,29 +44,24 @@ impl Upstream {
     pub fn new(settings: UpstreamSettings) -> Arc<Self> {
         Arc::new(Self {
             settings,
-            live: RwLock::new(None),
+            peer: RwLock::new(None),
+            tools: RwLock::new(Arc::default()),
         })
     }
 
-    /// The tools it listed last, while it is connected.
+    /// The tools it listed last.
     pub fn tools(&self) -> Arc<Vec<Tool>> {
-        self.live
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map(|l| l.tools.clone())
-            .unwrap_or_default()
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Calls `params` and waits at most `call_timeout`. Dropping the call on a timeout sends
     /// the upstream a cancellation, which is only advisory: the effect may still happen.
     pub async fn call(&self, params: CallToolRequestParams) -> Result<CallToolResult, CallError> {
         let peer = self
-            .live
+            .peer
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map(|l| l.peer.clone())
+            .clone()
             .ok_or(CallError::Down)?;
         let timeout = self.settings.call_timeout;
         match tokio::time::timeout(timeout, peer.call_tool(params)).await {
@@ -98,20 +93,24 @@ impl Upstream {
             };
             let outcome = tokio::select! {
                 () = stop.cancelled() => return,
-                outcome = attempt => outcome,
+                outcome = tokio::time::timeout(CONNECT_TIMEOUT, attempt) => {
+                    outcome.unwrap_or_else(|_| Err(format!("no answer within {CONNECT_TIMEOUT:?}")))
+                }
             };
             match outcome {
                 Ok((service, tools)) => {
                     tracing::info!(upstream = %name, tools = tools.len(), "MCP upstream connected");
-                    pause = Duration::from_millis(200);
-                    *self.live.write().unwrap_or_else(|p| p.into_inner()) = Some(Live {
-                        peer: service.peer().clone(),
-                        tools: Arc::new(tools),
-                    });
+                    *self.tools.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(tools);
+                    *self.peer.write().unwrap_or_else(|p| p.into_inner()) =
+                        Some(service.peer().clone());
+                    let since = std::time::Instant::now();
                     let ended = wait_closed(service, &stop).await;
-                    *self.live.write().unwrap_or_else(|p| p.into_inner()) = None;
+                    *self.peer.write().unwrap_or_else(|p| p.into_inner()) = None;
                     if !ended {
                         return;
+                    }
+                    if since.elapsed() >= HEALTHY_AFTER {
+                        pause = Duration::from_millis(200);
                     }
                     tracing::warn!(upstream = %name, "MCP upstream went away; reconnecting");
                 }

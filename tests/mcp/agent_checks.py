@@ -1,9 +1,10 @@
 """The gateway seen by an agent using the official MCP Python SDK (`mcp`). Run by
 tests/e2e_mcp.rs against a real `opledger serve` with pay_server.py as its upstream.
 
-    agent_checks.py URL TOKEN OTHER_TOKEN EFFECTS_FILE
+    agent_checks.py URL TOKEN OTHER_TOKEN OPERATOR_TOKEN EFFECTS_FILE
 
-TOKEN is granted every tool; OTHER_TOKEN is an agent granted none of the upstream's.
+TOKEN is granted every tool; OTHER_TOKEN is an agent granted none of the upstream's;
+OPERATOR_TOKEN has no agent role.
 
 Each check asserts; the first failure ends the run with its message. The last line printed is
 a JSON summary the Rust test checks against the ledger.
@@ -17,7 +18,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-URL, TOKEN, OTHER_TOKEN, EFFECTS = sys.argv[1:5]
+URL, TOKEN, OTHER_TOKEN, OPERATOR_TOKEN, EFFECTS = sys.argv[1:6]
 KEY = "io.opledger/idempotency-key"
 
 
@@ -47,7 +48,7 @@ async def listing():
     http, c = client()
     async with http, c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
-    assert set(tools) == {"pay.charge", "pay.balance", "pay.refund", "pay.notify"}, tools
+    assert set(tools) == {"pay.charge", "pay.balance", "pay.refund", "pay.notify", "pay.sync_catalog"}, tools
     classes = {n: dict(t.meta or {}).get("io.opledger/class") for n, t in tools.items()}
     # pay.charge has a [[tool]] entry (keyed) that its annotations cannot relax.
     assert classes == {
@@ -55,7 +56,9 @@ async def listing():
         "pay.balance": "read",
         "pay.refund": "unsafe",
         "pay.notify": "unsafe",
+        "pay.sync_catalog": "natural",
     }, classes
+    assert all(t.output_schema is None for t in tools.values()), "no output schema is advertised"
     return classes
 
 
@@ -119,9 +122,12 @@ async def derived_keys():
     async with http, c:
         a = await c.call_tool("pay.charge", args)
         b = await c.call_tool("pay.charge", args)
+        # What the contract ignores (delay_s) does not make it another call.
+        ignored = await c.call_tool("pay.charge", {**args, "delay_s": 0.01})
         other = await c.call_tool("pay.charge", {**args, "amount": 8})
     assert meta_of(a)["io.opledger/decision"] == "execute", meta_of(a)
     assert meta_of(b)["io.opledger/decision"] == "replay", meta_of(b)
+    assert meta_of(ignored)["io.opledger/decision"] == "replay", meta_of(ignored)
     assert meta_of(other)["io.opledger/decision"] == "execute", meta_of(other)
     assert len([e for e in effects("charge") if e["args"]["customer"] == "cus_2"]) == 2
 
@@ -202,6 +208,76 @@ async def stateless_clients_get_the_same_guarantees():
     assert len([e for e in effects("charge") if e["args"]["customer"] == "cus_3"]) == 1
 
 
+async def run_ids_scope_keys_across_sessions():
+    """A run id the client declares outlives a reconnect: the retry replays."""
+    args = {"amount": 5, "customer": "cus_4"}
+    results = []
+    for _ in range(2):  # two sessions
+        http, c = client()
+        async with http, c:
+            results.append(await c.call_tool("pay.charge", args, meta={"io.opledger/run-id": "run-9"}))
+    assert [meta_of(r)["io.opledger/decision"] for r in results] == ["execute", "replay"]
+    assert len([e for e in effects("charge") if e["args"]["customer"] == "cus_4"]) == 1
+
+
+async def a_natural_tool_that_times_out_may_be_retried():
+    http, c = client()
+    async with http, c:
+        first = await c.call_tool("pay.sync_catalog", {}, meta={KEY: "sync-1"})
+        assert meta_of(first)["io.opledger/decision"] == "outcome_unknown", meta_of(first)
+        assert "retrying the same call is safe" in text_of(first), text_of(first)
+        again = await c.call_tool("pay.sync_catalog", {}, meta={KEY: "sync-1"})
+    assert meta_of(again)["io.opledger/decision"] == "outcome_unknown", meta_of(again)
+    assert len(effects("sync_catalog")) == 2, "an idempotent tool is called again"
+
+
+async def keys_must_agree_and_sessions_belong_to_their_principal():
+    seen = {}
+
+    async def remember(response):
+        if sid := response.headers.get("mcp-session-id"):
+            seen["sid"] = sid
+
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {TOKEN}", "Idempotency-Key": "k-header"},
+        timeout=30,
+        event_hooks={"response": [remember]},
+    )
+    async with http, Client(streamable_http_client(URL, http_client=http), mode="legacy") as c:
+        try:
+            r = await c.call_tool("pay.charge", {"amount": 1, "customer": "k"}, meta={KEY: "k-meta"})
+        except Exception as e:
+            assert "disagree" in str(e), e
+        else:
+            raise AssertionError(f"two different keys were accepted: {r}")
+        sid = seen["sid"]
+        # Another agent presenting this session is told there is none.
+        async with httpx2.AsyncClient(timeout=10) as other:
+            r = await other.post(
+                URL,
+                json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"},
+                headers={
+                    "Authorization": f"Bearer {OTHER_TOKEN}",
+                    "Mcp-Session-Id": sid,
+                    "Accept": "application/json, text/event-stream",
+                },
+            )
+        assert r.status_code == 404, r.status_code
+    assert not [e for e in effects("charge") if e["args"]["customer"] == "k"]
+
+
+async def roles_and_hosts_are_checked():
+    async with httpx2.AsyncClient(timeout=10) as http:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        accept = "application/json, text/event-stream"
+        r = await http.post(URL, json=body, headers={"Authorization": f"Bearer {OPERATOR_TOKEN}", "Accept": accept})
+        assert r.status_code == 403, r.status_code
+        r = await http.post(
+            URL, json=body, headers={"Authorization": f"Bearer {TOKEN}", "Accept": accept, "Host": "evil.example"}
+        )
+        assert r.status_code == 403, r.status_code
+
+
 async def main():
     classes = await listing()
     charge_op = await retries_in_parallel()
@@ -212,6 +288,10 @@ async def main():
     await refused_without_token()
     await ungranted_tools_are_not_there()
     await stateless_clients_get_the_same_guarantees()
+    await run_ids_scope_keys_across_sessions()
+    await a_natural_tool_that_times_out_may_be_retried()
+    await keys_must_agree_and_sessions_belong_to_their_principal()
+    await roles_and_hosts_are_checked()
     print(json.dumps({"classes": classes, "charge_op": charge_op, "refund_op": refund_op}))
 
 

@@ -50,6 +50,14 @@ async def refund(charge_id: str, ctx: Context) -> str:
     return "refunded"
 
 
+@mcp.tool(annotations={"idempotentHint": True})
+async def sync_catalog(ctx: Context) -> str:
+    """Re-syncs a catalog (idempotent); its server answers too late."""
+    effect("sync_catalog", ctx)
+    await asyncio.sleep(3600)
+    return "synced"
+
+
 @mcp.tool(annotations={"destructiveHint": True})
 async def notify(text: str, ctx: Context) -> str:
     """Sends a note; large answers (its text repeated) test the stored result's bound."""

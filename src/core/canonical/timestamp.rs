@@ -68,10 +68,7 @@ pub fn normalise_timestamp(s: &str) -> Option<String> {
         }
         _ => return None,
     };
-    if hour > 23 || minute > 59 || second > 59 {
-        return None;
-    }
-
+    // Hours, minutes and seconds out of range are refused by `Time::from_hms_nano` below.
     let month = Month::try_from(u8::try_from(month).ok()?).ok()?;
     let date =
         Date::from_calendar_date(i32::try_from(year).ok()?, month, u8::try_from(day).ok()?).ok()?;
@@ -181,6 +178,16 @@ mod tests {
             "+2024-03-01T10:00:00Z",
             "0000-01-01T00:00:00+01:00",
             "9999-12-31T23:00:00-02:00",
+            // Each separator wrong on its own.
+            "2024/03-01T10:00:00Z",
+            "2024-03/01T10:00:00Z",
+            "2024-03-01T10-00:00Z",
+            "2024-03-01T10:00-00Z",
+            // A fraction running to the end, with no zone.
+            "2024-03-01T10:00:00.5",
+            // Offsets of the right length with the wrong separator, or one digit too many.
+            "2024-03-01T10:00:00+02-00",
+            "2024-03-01T10:00:00+02:000",
         ] {
             assert_eq!(normalise_timestamp(s), None, "input {s:?}");
         }
