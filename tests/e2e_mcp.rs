@@ -1,6 +1,7 @@
 //! The MCP gateway through the real binary, with clients and servers nobody here wrote: the
 //! official MCP Python SDK (`mcp`) as the agent and a FastMCP server (`tests/mcp/pay_server.py`)
-//! as the upstream, started by the node over stdio. `scripts/mcp-python` installs both into a
+//! as the upstream, started by the node over stdio — and a second one reached over Streamable
+//! HTTP. `scripts/mcp-python` installs both into a
 //! pinned virtual environment. The agent's checks are in `tests/mcp/agent_checks.py`; this test
 //! then checks what the ledger recorded.
 
@@ -30,11 +31,16 @@ fn mcp_python() -> String {
         .to_owned()
 }
 
-/// The gateway's config: upstream `pay` (its charge tool keyed by the config, the rest by
-/// their annotations), calls cut after 5 s, results over 1,000 bytes withheld.
-fn gateway_config(python: &str, effects: &Path) -> String {
+/// The gateway's config: upstream `pay` over stdio (its charge tool keyed by the config, the
+/// rest by their annotations), calls cut after 5 s, results over 1,000 bytes withheld; and
+/// upstream `books` over Streamable HTTP at `books_url`.
+fn gateway_config(python: &str, effects: &Path, books_url: &str) -> String {
     format!(
         r#"
+[[mcp.upstream]]
+name = "books"
+url = "{books_url}"
+
 [[mcp.upstream]]
 name = "pay"
 command = ["{python}", "{ROOT}/tests/mcp/pay_server.py", "{effects}"]
@@ -53,12 +59,13 @@ recipient = ["customer"]
     )
 }
 
-/// Waits for the node to say the upstream is connected (its tools are listed from then on).
-fn wait_for_upstream(server: &Server) {
+/// Waits for the node to say both upstreams are connected (their tools are listed from then
+/// on).
+fn wait_for_upstreams(server: &Server) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let log = std::fs::read_to_string(&server.stderr_path).unwrap_or_default();
-        if log.contains("MCP upstream connected") {
+        if log.matches("MCP upstream connected").count() >= 2 {
             return;
         }
         assert!(
@@ -69,20 +76,67 @@ fn wait_for_upstream(server: &Server) {
     }
 }
 
+/// An upstream over Streamable HTTP: pay_server.py on a free loopback port, killed on drop.
+struct HttpUpstream {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpUpstream {
+    fn start(python: &str, effects: &Path) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(python)
+            .arg(format!("{ROOT}/tests/mcp/pay_server.py"))
+            .arg(effects)
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starts the HTTP upstream");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the HTTP upstream did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for HttpUpstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn agents_over_mcp_get_one_side_effect_per_intended_call() {
     let python = mcp_python();
     let dir = tempfile::tempdir().expect("temp dir");
     let effects = dir.path().join("effects.jsonl");
     std::fs::write(&effects, "").expect("creates the effects file");
-    let server = Server::start_with(dir.path(), &gateway_config(&python, &effects), &[]);
-    wait_for_upstream(&server);
+    let books_effects = dir.path().join("books-effects.jsonl");
+    std::fs::write(&books_effects, "").expect("creates the effects file");
+    let books = HttpUpstream::start(&python, &books_effects);
+    let config = gateway_config(&python, &effects, &books.url);
+    let server = Server::start_with(dir.path(), &config, &[]);
+    wait_for_upstreams(&server);
 
     let output = Command::new(&python)
         .arg(format!("{ROOT}/tests/mcp/agent_checks.py"))
         .arg(format!("{}/mcp", server.base))
         .args([TOKEN_A, TOKEN_B, TOKEN_OPS])
         .arg(&effects)
+        .arg(&books_effects)
         .output()
         .expect("runs the agent");
     let stdout = String::from_utf8_lossy(&output.stdout);

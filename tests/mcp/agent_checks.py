@@ -1,7 +1,10 @@
 """The gateway seen by an agent using the official MCP Python SDK (`mcp`). Run by
 tests/e2e_mcp.rs against a real `opledger serve` with pay_server.py as its upstream.
 
-    agent_checks.py URL TOKEN OTHER_TOKEN OPERATOR_TOKEN EFFECTS_FILE
+    agent_checks.py URL TOKEN OTHER_TOKEN OPERATOR_TOKEN EFFECTS_FILE BOOKS_EFFECTS_FILE
+
+Upstream `pay` is pay_server.py over stdio (its effects in EFFECTS_FILE); upstream `books` is
+another pay_server.py over Streamable HTTP (its effects in BOOKS_EFFECTS_FILE).
 
 TOKEN is granted every tool; OTHER_TOKEN is an agent granted none of the upstream's;
 OPERATOR_TOKEN has no agent role.
@@ -18,12 +21,12 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-URL, TOKEN, OTHER_TOKEN, OPERATOR_TOKEN, EFFECTS = sys.argv[1:6]
+URL, TOKEN, OTHER_TOKEN, OPERATOR_TOKEN, EFFECTS, BOOKS_EFFECTS = sys.argv[1:7]
 KEY = "io.opledger/idempotency-key"
 
 
-def effects(tool=None):
-    with open(EFFECTS) as f:
+def effects(tool=None, path=EFFECTS):
+    with open(path) as f:
         lines = [json.loads(line) for line in f if line.strip()]
     return [e for e in lines if tool is None or e["tool"] == tool]
 
@@ -47,8 +50,12 @@ def text_of(result):
 async def listing():
     http, c = client()
     async with http, c:
-        tools = {t.name: t for t in (await c.list_tools()).tools}
+        every = {t.name: t for t in (await c.list_tools()).tools}
+    tools = {n: t for n, t in every.items() if n.startswith("pay.")}
     assert set(tools) == {"pay.charge", "pay.balance", "pay.refund", "pay.notify", "pay.sync_catalog"}, tools
+    # The HTTP upstream's tools, under its own prefix, by their annotations (no [[tool]] entry).
+    books = {n: dict(t.meta or {}).get("io.opledger/class") for n, t in every.items() if n.startswith("books.")}
+    assert books["books.charge"] == "natural" and books["books.balance"] == "read", books
     classes = {n: dict(t.meta or {}).get("io.opledger/class") for n, t in tools.items()}
     # pay.charge has a [[tool]] entry (keyed) that its annotations cannot relax.
     assert classes == {
@@ -278,6 +285,17 @@ async def roles_and_hosts_are_checked():
         assert r.status_code == 403, r.status_code
 
 
+async def an_http_upstream_is_served_like_a_stdio_one():
+    http, c = client()
+    async with http, c:
+        first = await c.call_tool("books.charge", {"amount": 2, "customer": "b"}, meta={KEY: "books-1"})
+        again = await c.call_tool("books.charge", {"amount": 2, "customer": "b"}, meta={KEY: "books-1"})
+    assert meta_of(first)["io.opledger/decision"] == "execute", meta_of(first)
+    assert meta_of(again)["io.opledger/decision"] == "replay", meta_of(again)
+    charges = effects("charge", path=BOOKS_EFFECTS)
+    assert len(charges) == 1 and charges[0]["op"] == meta_of(first)["io.opledger/operation-id"], charges
+
+
 async def main():
     classes = await listing()
     charge_op = await retries_in_parallel()
@@ -292,6 +310,7 @@ async def main():
     await a_natural_tool_that_times_out_may_be_retried()
     await keys_must_agree_and_sessions_belong_to_their_principal()
     await roles_and_hosts_are_checked()
+    await an_http_upstream_is_served_like_a_stdio_one()
     print(json.dumps({"classes": classes, "charge_op": charge_op, "refund_op": refund_op}))
 
 

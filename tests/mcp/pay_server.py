@@ -1,7 +1,9 @@
 """An upstream MCP server for the gateway's tests (FastMCP, stdio): a payment tool that counts
 its side effects in a file, a read tool, and a tool that hangs.
 
-    pay_server.py EFFECTS_FILE
+    pay_server.py EFFECTS_FILE [PORT]
+
+Over stdio, or over Streamable HTTP at http://127.0.0.1:PORT/mcp when a port is given.
 
 Every side effect appends one JSON line to EFFECTS_FILE: {"tool", "op", "args"}, where "op" is
 the operation id the gateway sent in _meta["io.opledger/operation-id"].
@@ -66,4 +68,7 @@ async def notify(text: str, ctx: Context) -> str:
 
 
 if __name__ == "__main__":
-    mcp.run(transport="stdio", show_banner=False)
+    if len(sys.argv) > 2:
+        mcp.run(transport="http", host="127.0.0.1", port=int(sys.argv[2]), show_banner=False)
+    else:
+        mcp.run(transport="stdio", show_banner=False)

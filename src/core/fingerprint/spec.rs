@@ -271,6 +271,11 @@ mod tests {
             spec(&[(Category::Target, &[too_long.as_str()])]).validate(),
             Err(FingerprintError::InvalidFieldPath { .. })
         ));
+        let at_bound = "a".repeat(MAX_PATH_BYTES);
+        assert_eq!(
+            spec(&[(Category::Target, &[at_bound.as_str()])]).validate(),
+            Ok(())
+        );
         let too_many_segments = vec!["a"; MAX_PATH_SEGMENTS + 1].join(".");
         assert!(matches!(
             spec(&[(Category::Target, &[too_many_segments.as_str()])]).validate(),
