@@ -18,7 +18,7 @@ pub enum LogFormat {
 /// The MCP SDK logs whole requests and results (a tool's arguments, an agent's key) at debug
 /// and upstream notices at info: it writes warnings only, unless the filter names it.
 fn quiet_sdk(filter: &str) -> String {
-    if filter.contains("rmcp") {
+    if filter.contains("rmcp") || matches!(filter.trim(), "off" | "error" | "warn") {
         filter.to_owned()
     } else {
         format!("{filter},rmcp=warn")

@@ -31,8 +31,8 @@ fn mcp_python() -> String {
         .to_owned()
 }
 
-/// The gateway's config: upstream `pay` over stdio (its charge tool keyed by the config, the
-/// rest by their annotations), calls cut after 5 s, results over 1,000 bytes withheld; and
+/// The gateway's config: upstream `pay` over stdio (its charge tool keyed by the config, with a
+/// lease shorter than a slow call; the rest by their annotations), calls cut after 5 s, results over 1,000 bytes withheld; and
 /// upstream `books` over Streamable HTTP at `books_url`.
 fn gateway_config(python: &str, effects: &Path, books_url: &str) -> String {
     format!(
@@ -50,6 +50,8 @@ result_bytes_max = 1000
 [[tool]]
 name = "pay.charge"
 class = "keyed"
+# Shorter than a slow charge (3 s): the gateway must renew the lease while the call runs.
+lease = "1s"
 ignore = ["delay_s"]
 [tool.fingerprint]
 amount = ["amount"]

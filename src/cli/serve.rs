@@ -96,9 +96,15 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
         let mut app = router(state.clone());
         // The MCP gateway, when the config declares upstreams: one more caller of the ledger.
         let gateway_stop = tokio_util::sync::CancellationToken::new();
+        let gateway_streams = tokio_util::sync::CancellationToken::new();
         if let Some(mcp) = config.mcp.clone() {
             let upstreams = mcp.upstreams.len();
-            let gateway = opledger::mcp::Gateway::start(mcp, state.clone(), gateway_stop.clone());
+            let gateway = opledger::mcp::Gateway::start(
+                mcp,
+                state.clone(),
+                gateway_stop.clone(),
+                gateway_streams.clone(),
+            );
             app = app.merge(gateway.router());
             tracing::info!(upstreams, "MCP gateway serving at /mcp");
         }
@@ -106,8 +112,9 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
             // On a shared log, other nodes ask this one for the partitions it serves.
             app = app.merge(opledger::cluster::remote::routes(inbound));
         }
-        // A stop ends the gateway's open streams at once, so they do not hold the grace period.
-        let gateway_cancel = gateway_stop.clone();
+        // A stop ends the gateway's open streams at once, so they do not hold the grace period
+        // (its upstreams stay until the requests in flight are done).
+        let gateway_cancel = gateway_streams.clone();
         let stop = async move {
             stop.await;
             gateway_cancel.cancel();

@@ -15,6 +15,8 @@ pub const META_DECISION: &str = "io.opledger/decision";
 pub const META_OPERATION: &str = "io.opledger/operation-id";
 /// `_meta` name of a conflict's categories.
 pub const META_CONFLICT: &str = "io.opledger/conflict";
+/// `_meta` name saying an unknown outcome may be retried (an idempotent tool's).
+pub const META_RETRY_SAFE: &str = "io.opledger/retry-safe";
 /// `_meta` name saying a replay cannot return the result (`too_large`).
 pub const META_WITHHELD: &str = "io.opledger/result-withheld";
 
@@ -64,6 +66,20 @@ pub(super) fn unknown(decision: &str, id: OperationId) -> CallToolResult {
         Some(id),
         "The outcome of this call is unknown: its effect may have happened. Do not retry it, not even with other arguments; an operator has it and will settle it.",
     )
+}
+
+/// The answer when an idempotent tool's outcome is unknown: its key was released, so the
+/// same call may simply be made again.
+pub(super) fn retry_safe(id: OperationId) -> CallToolResult {
+    let mut result = refusal(
+        "outcome_unknown",
+        Some(id),
+        "The tool's server did not answer in time, so the outcome is unknown. The tool is idempotent: retrying the same call is safe.",
+    );
+    if let Some(meta) = result.meta.as_mut() {
+        meta.insert(META_RETRY_SAFE.into(), json!(true));
+    }
+    result
 }
 
 /// The answer to the same key with other arguments.

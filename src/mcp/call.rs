@@ -88,6 +88,14 @@ pub(super) async fn recorded(
     window: Duration,
     call: Call<'_>,
 ) -> Result<CallToolResult, CallRefused> {
+    // An upstream that is not connected cannot be sent anything: nothing is claimed either.
+    if !upstream.is_connected() {
+        return Ok(answer::refusal(
+            "not_executed",
+            None,
+            "The tool's server is not reachable right now; nothing was done. Retry the same call in a little while.",
+        ));
+    }
     // Each call is its own holder: a concurrent duplicate is told `in_progress`, never run.
     let holder = format!("mcp-{}", uuid::Uuid::new_v4().simple());
     let request = Value::Object(call.arguments.clone());
@@ -122,15 +130,23 @@ pub(super) async fn recorded(
         };
         // An unscoped derived key's finished operation ends its window: then a new one.
         // (A key whose record expired is past its window too.)
-        let stale = call.key.is_none()
-            && call.scope == Scope::Unscoped
+        // A derived key whose record expired, or (unscoped) whose operation finished longer
+        // than a window ago, is spent: the call is a new operation under the next generation.
+        let derived = call.key.is_none();
+        let stale = derived
             && (answer.decision == Decision::KeyExpired
-                || answer.decision == Decision::Replay
+                || call.scope == Scope::Unscoped
+                    && answer.decision == Decision::Replay
                     && answer
                         .record
                         .as_ref()
                         .is_some_and(|r| finished_before(r, window)));
-        if stale && generation < GENERATIONS_MAX {
+        if stale {
+            if generation + 1 >= GENERATIONS_MAX {
+                return Err(CallRefused::Invalid(
+                    "this call has been made too many times without a key to derive one more: give one in _meta[\"io.opledger/idempotency-key\"]".into(),
+                ));
+            }
             generation += 1;
             continue;
         }
@@ -203,16 +219,32 @@ async fn execute(
         let called = upstream.call(params);
         tokio::pin!(called);
         let every = Duration::from_millis(record.terms.lease_ms / 3).max(Duration::from_millis(50));
-        let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-        loop {
-            tokio::select! {
-                outcome = &mut called => break outcome,
-                _ = beat.tick() => {
-                    if let Err(e) = ledger.report(call.principal, id, holder, None, Report::Heartbeat).await {
+        // Renews the lease while the call runs; stops at the first refusal (the lease is lost:
+        // the report after the call says what happened).
+        let heartbeat = async {
+            let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                beat.tick().await;
+                match ledger
+                    .report(call.principal, id, holder, None, Report::Heartbeat)
+                    .await
+                {
+                    Ok(a) if matches!(a.decision, Decision::Accepted | Decision::Unchanged) => {}
+                    Ok(a) => {
+                        tracing::warn!(operation = %id, decision = a.decision.code(), "a running MCP call's lease was not renewed");
+                        return;
+                    }
+                    Err(e) => {
                         tracing::warn!(operation = %id, error = %e, "cannot renew the lease of a running MCP call");
                     }
                 }
             }
+        };
+        tokio::pin!(heartbeat);
+        tokio::select! {
+            outcome = &mut called => outcome,
+            () = &mut heartbeat => called.await,
         }
     };
     match outcome {
@@ -256,6 +288,19 @@ async fn execute(
                 "The tool's server is not reachable right now; nothing was done. Retry the same call in a little while.",
             ))
         }
+        Err(CallError::Refused(reason)) => {
+            // The upstream answered the call with a protocol error: it did not run the tool.
+            let released = Report::Fail {
+                kind: FailureKind::NotAccepted,
+                code: "upstream_refused".into(),
+            };
+            report(ledger, call, holder, id, released).await;
+            Ok(answer::refusal(
+                "not_executed",
+                Some(id),
+                &format!("The tool's server refused the call ({reason}); nothing was done."),
+            ))
+        }
         Err(e) => {
             let cause = match &e {
                 CallError::Timeout(_) => "timeout",
@@ -266,11 +311,7 @@ async fn execute(
             // An idempotent tool's unknown outcome releases the key: calling it again is safe.
             let released = after.is_some_and(|r| matches!(r.state, OpState::Released { .. }));
             Ok(if released {
-                answer::refusal(
-                    "outcome_unknown",
-                    Some(id),
-                    "The tool's server did not answer in time, so the outcome is unknown. The tool is idempotent: retrying the same call is safe.",
-                )
+                answer::retry_safe(id)
             } else {
                 answer::unknown("outcome_unknown", id)
             })

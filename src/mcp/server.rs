@@ -36,22 +36,29 @@ pub struct Gateway {
     state: Arc<ApiState>,
     settings: McpSettings,
     upstreams: Vec<Arc<Upstream>>,
-    stop: CancellationToken,
+    streams: CancellationToken,
     /// Which principal opened each MCP session: a session id is no bearer credential, so
     /// another principal presenting it is told the session does not exist.
     sessions: Mutex<HashMap<String, (String, Instant)>>,
 }
 
-/// Sessions remembered at most; beyond it those opened longest ago are forgotten (their
-/// clients are asked to start a new session).
+/// Sessions remembered at most (a session not remembered is refused: its client starts a new
+/// one, or uses the stateless protocol).
 const SESSIONS_MAX: usize = 100_000;
+/// Sessions one principal keeps at most.
+const SESSIONS_PER_PRINCIPAL: usize = 1_000;
+/// How long an unused session is remembered (the SDK closes one after 5 idle minutes).
+const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(600);
 
 impl Gateway {
-    /// Starts keeping every upstream connected; stops when `stop` is cancelled.
+    /// Starts keeping every upstream connected until `stop` is cancelled. `streams` ends the
+    /// agents' open MCP streams: cancel it when the node is asked to stop, and `stop` once the
+    /// requests in flight are done (their upstream calls still need the upstreams).
     pub fn start(
         settings: McpSettings,
         state: Arc<ApiState>,
         stop: CancellationToken,
+        streams: CancellationToken,
     ) -> Arc<Self> {
         let upstreams: Vec<Arc<Upstream>> = settings
             .upstreams
@@ -65,7 +72,7 @@ impl Gateway {
             state,
             settings,
             upstreams,
-            stop,
+            streams,
             sessions: Mutex::default(),
         })
     }
@@ -74,7 +81,7 @@ impl Gateway {
     pub fn router(self: &Arc<Self>) -> axum::Router {
         let mut config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(self.settings.allowed_hosts.clone())
-            .with_cancellation_token(self.stop.child_token());
+            .with_cancellation_token(self.streams.child_token());
         // The API's body bound holds here too.
         config.max_request_body_bytes = self.state.body_bytes_max;
         let handler = Handler(self.clone());
@@ -142,34 +149,33 @@ async fn authenticate_agent(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     if let Some(id) = &session {
-        let owner = gateway.sessions_of().get(id).map(|(p, _)| p.clone());
-        if owner.as_deref() != Some(principal.id.as_str()) {
-            return ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                "no such MCP session: start a new one",
-            )
-            .into_response();
+        let mut sessions = gateway.sessions_of();
+        match sessions.get_mut(id) {
+            Some((owner, used)) if *owner == principal.id => *used = Instant::now(),
+            _ => {
+                return ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    "no such MCP session: start a new one",
+                )
+                .into_response();
+            }
         }
     }
+    let closing = request.method() == axum::http::Method::DELETE;
     let id = principal.id.clone();
     request.extensions_mut().insert(principal);
     let response = next.run(request).await;
-    if session.is_none()
-        && let Some(opened) = response
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-    {
-        let mut sessions = gateway.sessions_of();
-        if sessions.len() >= SESSIONS_MAX {
-            // Forget the oldest tenth at once, so this stays rare.
-            let mut ages: Vec<Instant> = sessions.values().map(|(_, at)| *at).collect();
-            ages.sort_unstable();
-            let cut = ages[ages.len() / 10];
-            sessions.retain(|_, (_, at)| *at > cut);
+    match (&session, response.headers().get("mcp-session-id")) {
+        (Some(closed), _) if closing && response.status().is_success() => {
+            gateway.sessions_of().remove(closed);
         }
-        sessions.insert(opened.to_owned(), (id, Instant::now()));
+        (None, Some(opened)) => {
+            if let Ok(opened) = opened.to_str() {
+                gateway.remember(opened, id);
+            }
+        }
+        _ => {}
     }
     response
 }
@@ -177,6 +183,32 @@ async fn authenticate_agent(
 impl Gateway {
     fn sessions_of(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, Instant)>> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that `principal` opened session `id`. Sessions unused for longer than the SDK
+    /// keeps them are forgotten; a principal keeps at most [`SESSIONS_PER_PRINCIPAL`] (its
+    /// least recently used goes first), so no agent can push another's sessions out.
+    fn remember(&self, id: &str, principal: String) {
+        let mut sessions = self.sessions_of();
+        if sessions.len() >= SESSIONS_MAX {
+            sessions.retain(|_, (_, used)| used.elapsed() < SESSION_IDLE);
+        }
+        let own: Vec<(&String, &Instant)> = sessions
+            .iter()
+            .filter(|(_, (owner, _))| *owner == principal)
+            .map(|(sid, (_, used))| (sid, used))
+            .collect();
+        if own.len() >= SESSIONS_PER_PRINCIPAL
+            && let Some(oldest) = own
+                .iter()
+                .min_by_key(|(_, used)| **used)
+                .map(|(sid, _)| (*sid).clone())
+        {
+            sessions.remove(&oldest);
+        }
+        if sessions.len() < SESSIONS_MAX {
+            sessions.insert(id.to_owned(), (principal, Instant::now()));
+        }
     }
 }
 
@@ -318,10 +350,10 @@ impl ServerHandler for Handler {
         let session = header(&context, "mcp-session-id")?;
         let run = match context.meta.get(META_RUN_ID) {
             None => None,
-            Some(serde_json::Value::String(r)) => Some(r.as_str()),
+            Some(serde_json::Value::String(r)) if !r.is_empty() => Some(r.as_str()),
             Some(_) => {
                 return Err(McpError::invalid_params(
-                    format!("_meta[{META_RUN_ID:?}] must be a string"),
+                    format!("_meta[{META_RUN_ID:?}] must be a non-empty string"),
                     None,
                 ));
             }

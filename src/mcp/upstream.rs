@@ -3,7 +3,7 @@
 //! are then simply not listed, and a call to one is refused as unknown.
 
 use crate::config::{UpstreamSettings, UpstreamTransport};
-use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorCode, Tool};
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ServiceExt, service::ClientCacheConfig};
@@ -31,6 +31,9 @@ pub(super) enum CallError {
     /// The upstream is not connected.
     #[error("upstream is not connected")]
     Down,
+    /// It answered that it has no such tool or that the arguments are invalid: not run.
+    #[error("{0}")]
+    Refused(String),
     /// It did not answer within `call_timeout`.
     #[error("upstream did not answer within {0:?}")]
     Timeout(Duration),
@@ -47,6 +50,14 @@ impl Upstream {
             peer: RwLock::new(None),
             tools: RwLock::new(Arc::default()),
         })
+    }
+
+    /// Whether it is connected now.
+    pub fn is_connected(&self) -> bool {
+        self.peer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
     }
 
     /// The tools it listed last.
@@ -67,6 +78,17 @@ impl Upstream {
         match tokio::time::timeout(timeout, peer.call_tool(params)).await {
             Err(_) => Err(CallError::Timeout(timeout)),
             Ok(Ok(result)) => Ok(result),
+            // Only "no such method" and "invalid params" say the tool never ran; an internal
+            // error may come after its effect, so it stays unknown.
+            Ok(Err(ServiceError::McpError(data)))
+                if data.code == ErrorCode::METHOD_NOT_FOUND
+                    || data.code == ErrorCode::INVALID_PARAMS =>
+            {
+                Err(CallError::Refused(format!(
+                    "{} ({})",
+                    data.message, data.code.0
+                )))
+            }
             Ok(Err(e)) => Err(CallError::Failed(describe(&e))),
         }
     }

@@ -71,7 +71,7 @@ async def listing():
 
 async def retries_in_parallel():
     """A call whose agent gave up retries 20 times at once: one side effect."""
-    args = {"amount": 1500, "customer": "cus_1", "delay_s": 2.0}
+    args = {"amount": 1500, "customer": "cus_1", "delay_s": 3.0}
     http, c = client()
     async with http, c:
         first = asyncio.create_task(c.call_tool("pay.charge", args, meta={KEY: "order-1"}))
@@ -83,6 +83,12 @@ async def retries_in_parallel():
         retries = await asyncio.gather(
             *[c.call_tool("pay.charge", args, meta={KEY: "order-1"}) for _ in range(20)]
         )
+        # Past the tool's 1 s lease, the call still runs: its lease was renewed, so a retry
+        # is told to wait, not sent to a person.
+        await asyncio.sleep(1.3)
+        late = await c.call_tool("pay.charge", args, meta={KEY: "order-1"})
+        assert not first.done(), "the slow call is still running"
+        assert meta_of(late)["io.opledger/decision"] == "in_progress", meta_of(late)
         first = await first
     assert meta_of(first)["io.opledger/decision"] == "execute", meta_of(first)
     decisions = sorted({meta_of(r)["io.opledger/decision"] for r in retries})
@@ -99,10 +105,10 @@ async def retries_in_parallel():
     http, c = client()
     async with http, c:
         again = await c.call_tool("pay.charge", args, meta={KEY: "order-1"})
-        # The header carries the key as well as _meta does.
     assert meta_of(again)["io.opledger/decision"] == "replay", meta_of(again)
     assert text_of(again) == text_of(first), (text_of(again), text_of(first))
     assert not again.is_error
+    # The header carries the key as well as _meta does.
     http, c = client({"Idempotency-Key": "order-1"})
     async with http, c:
         by_header = await c.call_tool("pay.charge", args)
@@ -157,6 +163,7 @@ async def hanging_upstream():
         again = await c.call_tool("pay.refund", {"charge_id": "ch_1"}, meta={KEY: "refund-1"})
     assert first.is_error and meta_of(first)["io.opledger/decision"] == "outcome_unknown", meta_of(first)
     assert "may have happened" in text_of(first), text_of(first)
+    assert "io.opledger/retry-safe" not in meta_of(first), meta_of(first)
     assert again.is_error
     assert meta_of(again)["io.opledger/decision"] in ("outcome_unknown", "manual"), meta_of(again)
     assert len(effects("refund")) == 1
@@ -234,7 +241,10 @@ async def a_natural_tool_that_times_out_may_be_retried():
         assert meta_of(first)["io.opledger/decision"] == "outcome_unknown", meta_of(first)
         assert "retrying the same call is safe" in text_of(first), text_of(first)
         again = await c.call_tool("pay.sync_catalog", {}, meta={KEY: "sync-1"})
-    assert meta_of(again)["io.opledger/decision"] == "outcome_unknown", meta_of(again)
+    for r in (first, again):
+        assert meta_of(r)["io.opledger/decision"] == "outcome_unknown", meta_of(r)
+        assert meta_of(r)["io.opledger/retry-safe"] is True, meta_of(r)
+        assert "retrying the same call is safe" in text_of(r), text_of(r)
     assert len(effects("sync_catalog")) == 2, "an idempotent tool is called again"
 
 
@@ -270,6 +280,8 @@ async def keys_must_agree_and_sessions_belong_to_their_principal():
                 },
             )
         assert r.status_code == 404, r.status_code
+        # The owner's session is untouched by the foreign probe.
+        assert [t.name for t in (await c.list_tools()).tools], "the owner still lists tools"
     assert not [e for e in effects("charge") if e["args"]["customer"] == "k"]
 
 
