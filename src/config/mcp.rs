@@ -144,10 +144,7 @@ fn validate_upstream(index: usize, u: RawUpstream) -> Result<UpstreamSettings, C
     };
     let call_timeout = match &u.call_timeout {
         None => CALL_TIMEOUT_DEFAULT,
-        Some(text) => humantime::parse_duration(text)
-            .ok()
-            .filter(|d| !d.is_zero() && *d <= Duration::from_secs(3600))
-            .ok_or_else(|| {
+        Some(text) => super::positive_at_most(text, Duration::from_secs(3600)).ok_or_else(|| {
                 ConfigError::invalid(
                     at("call_timeout"),
                     format!("upstream `{name}`: call_timeout = {text:?} is not a positive duration of at most an hour, like \"10s\""),

@@ -222,6 +222,13 @@ impl Config {
 }
 
 /// A setting that is a positive duration (`"10s"`, `"500ms"`), or `default` when absent.
+/// `text` as a duration, if it is one (`"10s"`, `"500ms"`) above zero and at most `longest`.
+fn positive_at_most(text: &str, longest: std::time::Duration) -> Option<std::time::Duration> {
+    humantime::parse_duration(text)
+        .ok()
+        .filter(|d| !d.is_zero() && *d <= longest)
+}
+
 fn positive_duration(
     section: &'static str,
     setting: &'static str,
@@ -234,10 +241,7 @@ fn positive_duration(
     // A day is longer than any of these should be, and keeps deadline arithmetic far from
     // overflowing.
     const LONGEST: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
-    humantime::parse_duration(text)
-        .ok()
-        .filter(|d| !d.is_zero() && *d <= LONGEST)
-        .ok_or_else(|| {
+    positive_at_most(text, LONGEST).ok_or_else(|| {
             ConfigError::invalid(Setting::Key(section, setting), format!(
                 "[{section}] {setting} = {text:?} is not a positive duration of at most a day, like \"10s\" or \"500ms\""
             ))

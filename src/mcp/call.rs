@@ -108,7 +108,7 @@ pub(super) async fn recorded(
                 call.scope,
                 call.exposed,
                 &call.contract.fingerprint,
-                &call.arguments,
+                &request,
                 generation,
             )
             .ok_or_else(|| {

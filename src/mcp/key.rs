@@ -13,7 +13,7 @@
 
 use crate::core::canonical::{Mode, canonical_json};
 use crate::core::fingerprint::{FingerprintSpec, fingerprint_v2};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// The `_meta` name of an agent's key.
@@ -41,11 +41,10 @@ pub(super) fn derived(
     scope: Scope<'_>,
     tool: &str,
     spec: &FingerprintSpec,
-    arguments: &Map<String, Value>,
+    arguments: &Value,
     generation: u32,
 ) -> Option<String> {
-    let arguments = Value::Object(arguments.clone());
-    let material = match fingerprint_v2(spec, &arguments, None) {
+    let material = match fingerprint_v2(spec, arguments, None) {
         Ok(fingerprint) => {
             let mut bytes = Vec::new();
             for (category, part) in &fingerprint.parts {
@@ -54,7 +53,7 @@ pub(super) fn derived(
             }
             bytes
         }
-        Err(_) => canonical_json(&arguments, Mode::Plain).ok()?.into_bytes(),
+        Err(_) => canonical_json(arguments, Mode::Plain).ok()?.into_bytes(),
     };
     let (kind, scope_text) = match scope {
         Scope::Session(id) => ("s", id),
@@ -83,8 +82,9 @@ mod tests {
     use crate::core::key::ClientKey;
     use serde_json::json;
 
-    fn args(v: Value) -> Map<String, Value> {
-        v.as_object().cloned().expect("an object")
+    fn args(v: Value) -> Value {
+        assert!(v.is_object(), "arguments are an object");
+        v
     }
 
     fn everything() -> FingerprintSpec {
@@ -95,7 +95,7 @@ mod tests {
         principal: &str,
         scope: Scope<'_>,
         tool: &str,
-        arguments: &Map<String, Value>,
+        arguments: &Value,
         generation: u32,
     ) -> Option<String> {
         super::derived(principal, scope, tool, &everything(), arguments, generation)
@@ -145,7 +145,7 @@ mod tests {
     #[test]
     fn any_difference_derives_another_key() {
         let base = || args(json!({"amount": 10}));
-        let key = |p, s, t, a: Map<String, Value>, g| derived(p, s, t, &a, g).expect("derived");
+        let key = |p, s, t, a: Value, g| derived(p, s, t, &a, g).expect("derived");
         let first = key("p", Scope::Session("s1"), "pay.charge", base(), 0);
         for other in [
             key("q", Scope::Session("s1"), "pay.charge", base(), 0),
