@@ -7,11 +7,18 @@
 //! length of the batch, while single inserts run beside reads. Atomicity across a crash is not
 //! needed: a projection that was not closed cleanly is never resumed but rebuilt from the log
 //! (see [`SledStore::open`](super::SledStore::open)), and a clean close waits for this thread.
+//!
+//! A rebuild's store ([`Writing::Bulk`]) instead lets commits pile up in the overlay until a
+//! pass's worth is held (or someone waits for sled) and writes them as one sorted pass: sled
+//! 0.34 inserts keys that arrive in order several times faster than keys spread over the whole
+//! tree (2M operation ids on the development VM: 118k sorted inserts/s, 33k random), and the
+//! larger the pass, the closer its keys land. Nobody reads a rebuild's store meanwhile, so
+//! there are no answers to keep waiting.
 
 use super::layout::{
     applied_key, deadline_entry, encode_position, encode_record, event_key, queue_key, record_key,
 };
-use super::pending::{Commit, Pending};
+use super::pending::{Commit, PENDING_ENTRIES_MAX, Pending};
 use crate::core::deadline::Deadline;
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
@@ -20,13 +27,34 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
-/// Most commits written together (and coalesced) before the overlay is told.
+/// Most commits written together (and coalesced) before the overlay is told, while serving.
 const WRITE_GROUP_MAX: usize = 256;
+
+/// How the committer groups what it writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writing {
+    /// Whatever is queued, at once: commits leave the overlay soon (a serving node).
+    Behind,
+    /// Large sorted passes over up to `entries` entries at a time (a rebuild, where nobody
+    /// reads and only the time to the end counts). The overlay then holds up to twice that.
+    Bulk {
+        /// Entries (records, index changes) per pass.
+        entries: usize,
+    },
+}
+
+/// What the committer receives.
+enum Message {
+    /// A commit to write.
+    Commit(Commit),
+    /// Someone waits until sled holds every commit so far: write what is held now.
+    Flush,
+}
 
 /// The handle the store commits through. Dropping it stops and joins the thread once it has
 /// written everything queued, so the sled database it holds is closed when the store is.
 pub(super) struct Committer {
-    tx: Option<mpsc::UnboundedSender<Commit>>,
+    tx: Option<mpsc::UnboundedSender<Message>>,
     thread: Option<std::thread::JoinHandle<()>>,
     pending: Arc<Pending>,
 }
@@ -43,14 +71,18 @@ impl Drop for Committer {
 
 impl Committer {
     /// Starts the committer thread for a sled database.
-    pub(super) fn start(db: sled::Db) -> Result<Self, ProjectionError> {
+    pub(super) fn start(db: sled::Db, writing: Writing) -> Result<Self, ProjectionError> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let pending = Arc::new(Pending::new());
+        let room = match writing {
+            Writing::Behind => PENDING_ENTRIES_MAX,
+            Writing::Bulk { entries } => entries.saturating_mul(2).max(PENDING_ENTRIES_MAX),
+        };
+        let pending = Arc::new(Pending::new(room));
         let overlay = Arc::clone(&pending);
         let thread = std::thread::Builder::new()
             .name("projection-commit".into())
             .spawn(move || {
-                let wrote = std::panic::AssertUnwindSafe(|| run(&db, rx, &overlay));
+                let wrote = std::panic::AssertUnwindSafe(|| run(&db, rx, &overlay, writing));
                 if std::panic::catch_unwind(wrote).is_err() {
                     overlay.fail("the committer thread panicked".into());
                 }
@@ -66,6 +98,15 @@ impl Committer {
     /// The overlay of commits not yet in sled.
     pub(super) fn pending(&self) -> &Pending {
         &self.pending
+    }
+
+    /// Waits until sled holds every commit made before the call.
+    pub(super) fn wait_written(&self) -> Result<(), ProjectionError> {
+        if let Some(tx) = &self.tx {
+            // A stopped committer already failed the overlay, which the wait reports.
+            let _ = tx.send(Message::Flush);
+        }
+        self.pending.wait_written()
     }
 
     /// Keeps everything committed from now on pending (in the overlay only) until dropped.
@@ -85,23 +126,61 @@ impl Committer {
         let tx = self.tx.as_ref().ok_or_else(stopped)?;
         self.pending
             .commit(partition, position, changes, |c| {
-                tx.send(c).map_err(|_| stopped())
+                tx.send(Message::Commit(c)).map_err(|_| stopped())
             })
             .await
     }
 }
 
-fn run(db: &sled::Db, mut rx: mpsc::UnboundedReceiver<Commit>, pending: &Pending) {
+fn run(
+    db: &sled::Db,
+    mut rx: mpsc::UnboundedReceiver<Message>,
+    pending: &Pending,
+    writing: Writing,
+) {
+    let pass = match writing {
+        Writing::Behind => 0,
+        Writing::Bulk { entries } => entries,
+    };
+    let mut received = Vec::with_capacity(WRITE_GROUP_MAX);
     let mut group = Vec::with_capacity(WRITE_GROUP_MAX);
-    while rx.blocking_recv_many(&mut group, WRITE_GROUP_MAX) > 0 {
-        let _gate = pending.gate();
-        if let Err(e) = write(db, &Writes::of(&group)) {
-            pending.fail(e.to_string());
+    let mut entries = 0;
+    loop {
+        let open = rx.blocking_recv_many(&mut received, WRITE_GROUP_MAX) > 0;
+        let mut flush = !open;
+        for message in received.drain(..) {
+            match message {
+                Message::Commit(c) => {
+                    entries += c.room as usize;
+                    group.push(c);
+                }
+                Message::Flush => flush = true,
+            }
+        }
+        if !group.is_empty() && (flush || entries >= pass) {
+            if !write_group(db, &group, pending) {
+                return;
+            }
+            group.clear();
+            entries = 0;
+        }
+        if !open {
             return;
         }
-        pending.written(&group);
-        group.clear();
     }
+}
+
+/// Writes a group to sled and tells the overlay; false once sled failed (the overlay is told).
+fn write_group(db: &sled::Db, group: &[Commit], pending: &Pending) -> bool {
+    {
+        let _gate = pending.gate();
+        if let Err(e) = write(db, &Writes::of(group)) {
+            pending.fail(e.to_string());
+            return false;
+        }
+        pending.written(group);
+    }
+    true
 }
 
 /// What a group of commits leaves behind, each key once: an operation claimed and settled

@@ -33,7 +33,7 @@ use super::{Changes, Due, HistoryEntry, Position, ProjectionError, ProjectionSto
 use crate::core::deadline::DeadlineKind;
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
-use committer::Committer;
+use committer::{Committer, Writing};
 use directory::{
     LOCK_RELEASE_WAIT, check_meta, clean_marker, forget_clean, lock_projection, move_aside,
     open_db, sync_parent, write_meta,
@@ -59,6 +59,10 @@ use std::sync::Arc;
 /// 8: the history index exists (each operation's event offsets).
 /// 9: a completed operation's result may carry its content (event schema version 3).
 pub const PROJECTION_FORMAT: u16 = 9;
+
+/// Entries a rebuild writes to sled per sorted pass (its overlay holds up to twice as many,
+/// some hundreds of bytes each): larger passes insert faster, at the cost of memory.
+pub const REBUILD_PASS_ENTRIES: usize = 1 << 19;
 
 /// Why a projection was rebuilt at open instead of resumed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,7 +156,15 @@ impl SledStore {
     }
 
     fn with(db: sled::Db, lock: std::fs::File) -> Result<Self, ProjectionError> {
-        let committer = Arc::new(Committer::start(db.clone())?);
+        Self::writing(db, lock, Writing::Behind)
+    }
+
+    fn writing(
+        db: sled::Db,
+        lock: std::fs::File,
+        writing: Writing,
+    ) -> Result<Self, ProjectionError> {
+        let committer = Arc::new(Committer::start(db.clone(), writing)?);
         Ok(Self {
             db,
             committer,
@@ -160,7 +172,9 @@ impl SledStore {
         })
     }
 
-    /// Discards the projection (moved aside) and starts an empty one: `opledger rebuild`.
+    /// Discards the projection (moved aside) and starts an empty one: `opledger rebuild`. Its
+    /// commits reach sled in large sorted passes ([`REBUILD_PASS_ENTRIES`]), not behind each
+    /// answer: nobody reads it until the rebuild is done.
     /// Returns where the old one went (`None`: there was none), for the caller to remove once
     /// the new one is complete.
     pub fn reset(
@@ -177,7 +191,10 @@ impl SledStore {
         };
         let db = open_db(dir, cache_bytes)?;
         write_meta(&db, log)?;
-        Ok((Self::with(db, lock)?, aside))
+        let bulk = Writing::Bulk {
+            entries: REBUILD_PASS_ENTRIES,
+        };
+        Ok((Self::writing(db, lock, bulk)?, aside))
     }
 
     /// The records in sled whose id starts with a byte in `first`, in id order: a slice of
@@ -200,7 +217,7 @@ impl SledStore {
 
     /// Flushes sled to disk (on shutdown, so the next start has less to re-apply).
     pub fn flush_now(&self) -> Result<(), ProjectionError> {
-        self.committer.pending().wait_written()?;
+        self.committer.wait_written()?;
         self.db.flush()?;
         Ok(())
     }
@@ -346,7 +363,7 @@ impl ProjectionStore for SledStore {
     fn records(
         &self,
     ) -> Box<dyn Iterator<Item = Result<OperationRecord, ProjectionError>> + Send + '_> {
-        if let Err(e) = self.committer.pending().wait_written() {
+        if let Err(e) = self.committer.wait_written() {
             return Box::new(std::iter::once(Err(e)));
         }
         Box::new(self.db.scan_prefix([PREFIX_RECORD]).map(|item| {

@@ -21,7 +21,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tokio::sync::Semaphore;
 
 /// Most entries (records, queue and deadline changes) waiting for sled before commits wait for
-/// room.
+/// room, on a serving node (a rebuild gives its overlay more).
 pub const PENDING_ENTRIES_MAX: usize = 65_536;
 
 /// One commit on its way to sled: what the committer writes.
@@ -47,6 +47,8 @@ pub(super) struct Pending {
     room: Semaphore,
     /// Held by the committer while it writes a group; tests hold it to keep commits pending.
     gate: Mutex<()>,
+    /// The room in all: a commit takes at most this much.
+    room_max: usize,
 }
 
 #[derive(Default)]
@@ -79,12 +81,14 @@ pub(super) struct Shadow<T> {
 }
 
 impl Pending {
-    pub(super) fn new() -> Self {
+    /// An empty overlay with room for `room` entries.
+    pub(super) fn new(room: usize) -> Self {
         Self {
             state: Mutex::new(Overlay::default()),
             written: Condvar::new(),
-            room: Semaphore::new(PENDING_ENTRIES_MAX),
+            room: Semaphore::new(room),
             gate: Mutex::new(()),
+            room_max: room,
         }
     }
 
@@ -109,7 +113,7 @@ impl Pending {
             + changes.queue.len()
             + changes.deadlines.len()
             + changes.events.len();
-        let room = entries.clamp(1, PENDING_ENTRIES_MAX) as u32;
+        let room = entries.clamp(1, self.room_max) as u32;
         match self.room.acquire_many(room).await {
             Ok(permit) => permit.forget(),
             Err(_) => return Err(Self::failed(self.lock().failed.as_deref().unwrap_or(""))),

@@ -356,3 +356,30 @@ fn given_a_projection_held_or_not_closed_cleanly_when_opened_for_reading_then_it
     assert!(unclean.is_some_and(|e| e.contains("not closed cleanly")));
     assert!(path.exists(), "never moved aside");
 }
+
+#[test]
+fn given_a_rebuild_when_it_commits_then_sled_is_written_in_one_pass_when_flushed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("projection");
+    let (p, _) = SledStore::reset(&path, 1 << 20, LOG).expect("opens");
+    for n in 1..=3 {
+        commit(&p, 0, u64::from(n), vec![record(n)]);
+    }
+    assert_eq!(
+        p.get(&record(2).id).expect("reads"),
+        Some(record(2)),
+        "visible at once"
+    );
+    // Far below a pass: nothing reaches sled until someone waits for it.
+    assert_eq!(in_sled(&p, &record(1).id), None, "held for the pass");
+    p.flush_now().expect("flushes");
+    for n in 1..=3 {
+        assert_eq!(
+            in_sled(&p, &record(n).id),
+            Some(record(n)),
+            "written by the pass"
+        );
+    }
+    assert_eq!(p.position(0).expect("reads").next_offset, 3);
+    p.close_clean(&path).expect("closes clean");
+}
