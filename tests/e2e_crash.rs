@@ -156,6 +156,32 @@ async fn kill_9_under_load_loses_no_acknowledged_answer() {
         "one execute per operation: {audit}"
     );
     server.stop();
+    // The projection the restart re-applied (in sorted passes) is the fold of the log: its
+    // records digest as `audit`'s replay of the log does.
+    let data = dir.path().join("data");
+    let log = opledger::log::embedded::EmbeddedLog::open_read_only(&data.join("log"))
+        .expect("opens the log");
+    let identity = opledger::projection::sled::LogIdentity {
+        log_id: *log.log_id().as_bytes(),
+        partitions: opledger::log::model::EventLog::partition_count(&log),
+    };
+    let projection = opledger::projection::sled::ReadingProjection::open(
+        &data.join("projection"),
+        1 << 24,
+        identity,
+    )
+    .expect("the projection was closed cleanly");
+    let served = opledger::core::digest::StateSummary::of(
+        0,
+        opledger::projection::ProjectionStore::records(projection.store()),
+    )
+    .expect("reads the projection");
+    assert_eq!(
+        Some(served.digest.as_str()),
+        audit["digest"].as_str(),
+        "the projection equals the fold of the log"
+    );
+    projection.close(true).expect("closes");
 }
 
 /// After SIGTERM the projection is trusted and resumed; only a crash costs a rebuild. The

@@ -157,7 +157,7 @@ impl Node {
         let (router, inbound) = match &config.backend {
             Backend::Embedded => {
                 let started = std::time::Instant::now();
-                let applied = catch_up_all(&log, &store, progress).await?;
+                let applied = catch_up_all(&log, &projection, progress).await?;
                 if applied > 0 {
                     // With the line that said why (a new or rebuilt projection): how long it took.
                     tracing::info!(

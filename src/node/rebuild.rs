@@ -12,14 +12,18 @@ use crate::projection::sled::SledStore;
 use crate::projection::{ProjectionError, SharedStore};
 use std::sync::Arc;
 
-/// Brings every partition of `store` up to the log's end, the partitions side by side (each
-/// folds on its own task; the store's bounded write-behind keeps memory flat); returns the
-/// events it holds.
+/// Brings every partition of `projection` up to the log's end, the partitions side by side
+/// (each folds on its own task), writing sled in large sorted passes whose bounded overlay
+/// keeps memory flat; returns the events it holds. Nothing may read or commit to the
+/// projection meanwhile; once this returns, sled holds everything applied.
 pub(super) async fn catch_up_all<L: EventLog>(
     log: &Arc<L>,
-    store: &SharedStore,
+    projection: &SledStore,
     mut progress: impl FnMut(Progress),
 ) -> Result<u64, NodeError> {
+    let bulk = projection.bulk()?;
+    let store: SharedStore = Arc::new(bulk.clone());
+    let store = &store;
     let mut followers = Vec::new();
     let mut total = 0;
     for partition in 0..log.partition_count() {
@@ -61,6 +65,7 @@ pub(super) async fn catch_up_all<L: EventLog>(
             .await
             .map_err(|e| NodeError::Panicked(e.to_string()))??;
     }
+    bulk.flush_now()?;
     Ok(events)
 }
 
@@ -83,9 +88,7 @@ pub async fn rebuild(
     let dir = projection_dir(config);
     let (projection, aside) = SledStore::reset(&dir, config.projection_cache_bytes, identity)?;
     forget_consumers_store(config);
-    let store: SharedStore = Arc::new(projection.clone());
-    let events = catch_up_all(&log, &store, progress).await?;
-    projection.flush_now()?;
+    let events = catch_up_all(&log, &projection, progress).await?;
     let at_once = std::thread::available_parallelism().map_or(1, |n| n.get());
     // Read back from sled before it is marked clean: the summary vouches for what was written.
     let summary = tally_of(&projection, at_once).await?.summary(events);

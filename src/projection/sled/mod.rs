@@ -60,9 +60,10 @@ use std::sync::Arc;
 /// 9: a completed operation's result may carry its content (event schema version 3).
 pub const PROJECTION_FORMAT: u16 = 9;
 
-/// Entries a rebuild writes to sled per sorted pass (its overlay holds up to twice as many,
-/// some hundreds of bytes each): larger passes insert faster, at the cost of memory.
-pub const REBUILD_PASS_ENTRIES: usize = 1 << 19;
+/// Entries a bulk handle ([`SledStore::bulk`]) writes to sled per sorted pass (its overlay
+/// holds up to twice as many, some hundreds of bytes each): larger passes insert faster, at the
+/// cost of memory.
+pub const BULK_PASS_ENTRIES: usize = 1 << 19;
 
 /// Why a projection was rebuilt at open instead of resumed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,15 +157,7 @@ impl SledStore {
     }
 
     fn with(db: sled::Db, lock: std::fs::File) -> Result<Self, ProjectionError> {
-        Self::writing(db, lock, Writing::Behind)
-    }
-
-    fn writing(
-        db: sled::Db,
-        lock: std::fs::File,
-        writing: Writing,
-    ) -> Result<Self, ProjectionError> {
-        let committer = Arc::new(Committer::start(db.clone(), writing)?);
+        let committer = Arc::new(Committer::start(db.clone(), Writing::Behind)?);
         Ok(Self {
             db,
             committer,
@@ -172,9 +165,23 @@ impl SledStore {
         })
     }
 
-    /// Discards the projection (moved aside) and starts an empty one: `opledger rebuild`. Its
-    /// commits reach sled in large sorted passes ([`REBUILD_PASS_ENTRIES`]), not behind each
-    /// answer: nobody reads it until the rebuild is done.
+    /// A handle on the same projection whose commits reach sled in large sorted passes
+    /// ([`BULK_PASS_ENTRIES`]) instead of behind each answer: for re-applying a log before
+    /// anything reads the projection (`opledger rebuild`, a start that catches up). Reads
+    /// through it see its commits at once; once [`flush_now`](Self::flush_now) returns, sled
+    /// holds them and every handle sees them. Commit through one handle at a time.
+    pub fn bulk(&self) -> Result<Self, ProjectionError> {
+        let bulk = Writing::Bulk {
+            entries: BULK_PASS_ENTRIES,
+        };
+        Ok(Self {
+            db: self.db.clone(),
+            committer: Arc::new(Committer::start(self.db.clone(), bulk)?),
+            _lock: Arc::clone(&self._lock),
+        })
+    }
+
+    /// Discards the projection (moved aside) and starts an empty one: `opledger rebuild`.
     /// Returns where the old one went (`None`: there was none), for the caller to remove once
     /// the new one is complete.
     pub fn reset(
@@ -191,10 +198,7 @@ impl SledStore {
         };
         let db = open_db(dir, cache_bytes)?;
         write_meta(&db, log)?;
-        let bulk = Writing::Bulk {
-            entries: REBUILD_PASS_ENTRIES,
-        };
-        Ok((Self::writing(db, lock, bulk)?, aside))
+        Ok((Self::with(db, lock)?, aside))
     }
 
     /// The records in sled whose id starts with a byte in `first`, in id order: a slice of

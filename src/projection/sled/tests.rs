@@ -361,7 +361,8 @@ fn given_a_projection_held_or_not_closed_cleanly_when_opened_for_reading_then_it
 fn given_a_rebuild_when_it_commits_then_sled_is_written_in_one_pass_when_flushed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("projection");
-    let (p, _) = SledStore::reset(&path, 1 << 20, LOG).expect("opens");
+    let (serving, _) = SledStore::reset(&path, 1 << 20, LOG).expect("opens");
+    let p = serving.bulk().expect("writes in passes");
     for n in 1..=3 {
         commit(&p, 0, u64::from(n), vec![record(n)]);
     }
@@ -381,5 +382,9 @@ fn given_a_rebuild_when_it_commits_then_sled_is_written_in_one_pass_when_flushed
         );
     }
     assert_eq!(p.position(0).expect("reads").next_offset, 3);
-    p.close_clean(&path).expect("closes clean");
+    drop(p);
+    // The serving handle reads what the pass wrote.
+    assert_eq!(serving.get(&record(3).id).expect("reads"), Some(record(3)));
+    assert_eq!(serving.position(0).expect("reads").next_offset, 3);
+    serving.close_clean(&path).expect("closes clean");
 }
