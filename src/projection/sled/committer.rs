@@ -8,12 +8,14 @@
 //! needed: a projection that was not closed cleanly is never resumed but rebuilt from the log
 //! (see [`SledStore::open`](super::SledStore::open)), and a clean close waits for this thread.
 //!
-//! A rebuild's store ([`Writing::Bulk`]) instead lets commits pile up in the overlay until a
-//! pass's worth is held (or someone waits for sled) and writes them as one sorted pass: sled
+//! A bulk handle ([`Writing::Bulk`]: `rebuild`, a start that catches up) instead lets commits
+//! pile up in the overlay until a pass's worth is held (or someone waits for sled) and writes
+//! them as one sorted pass: sled
 //! 0.34 inserts keys that arrive in order several times faster than keys spread over the whole
 //! tree (2M operation ids on the development VM: 118k sorted inserts/s, 33k random), and the
-//! larger the pass, the closer its keys land. Nobody reads a rebuild's store meanwhile, so
-//! there are no answers to keep waiting.
+//! larger the pass, the closer its keys land. Nothing is served from the projection meanwhile,
+//! so there are no answers to keep waiting. Its overlay holds up to two passes' entries (a
+//! record may carry a result of up to 128 KiB, most are some hundreds of bytes).
 
 use super::layout::{
     applied_key, deadline_entry, encode_position, encode_record, event_key, queue_key, record_key,
@@ -35,8 +37,9 @@ const WRITE_GROUP_MAX: usize = 256;
 pub enum Writing {
     /// Whatever is queued, at once: commits leave the overlay soon (a serving node).
     Behind,
-    /// Large sorted passes over up to `entries` entries at a time (a rebuild, where nobody
-    /// reads and only the time to the end counts). The overlay then holds up to twice that.
+    /// Large sorted passes of at least `entries` entries (a rebuild or a catch-up, where
+    /// nothing is served and only the time to the end counts). The overlay then holds up to
+    /// twice that.
     Bulk {
         /// Entries (records, index changes) per pass.
         entries: usize,
@@ -73,11 +76,15 @@ impl Committer {
     /// Starts the committer thread for a sled database.
     pub(super) fn start(db: sled::Db, writing: Writing) -> Result<Self, ProjectionError> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let room = match writing {
-            Writing::Behind => PENDING_ENTRIES_MAX,
-            Writing::Bulk { entries } => entries.saturating_mul(2).max(PENDING_ENTRIES_MAX),
+        // The committer writes once it holds a pass; a commit then always finds room once
+        // the write it waits for is made, however little the committer holds.
+        let (room, held_max) = match writing {
+            Writing::Behind => (PENDING_ENTRIES_MAX, 0),
+            Writing::Bulk { entries } => {
+                (entries.saturating_mul(2).max(PENDING_ENTRIES_MAX), entries)
+            }
         };
-        let pending = Arc::new(Pending::new(room));
+        let pending = Arc::new(Pending::new(room, room - held_max));
         let overlay = Arc::clone(&pending);
         let thread = std::thread::Builder::new()
             .name("projection-commit".into())
@@ -102,11 +109,13 @@ impl Committer {
 
     /// Waits until sled holds every commit made before the call.
     pub(super) fn wait_written(&self) -> Result<(), ProjectionError> {
-        if let Some(tx) = &self.tx {
-            // A stopped committer already failed the overlay, which the wait reports.
-            let _ = tx.send(Message::Flush);
-        }
-        self.pending.wait_written()
+        self.pending.wait_written(|| {
+            if let Some(tx) = &self.tx {
+                // A stopped committer has nothing more to write: it wrote what it held, or
+                // failed the overlay, which the wait reports.
+                let _ = tx.send(Message::Flush);
+            }
+        })
     }
 
     /// Keeps everything committed from now on pending (in the overlay only) until dropped.

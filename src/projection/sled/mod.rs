@@ -169,11 +169,16 @@ impl SledStore {
     /// ([`BULK_PASS_ENTRIES`]) instead of behind each answer: for re-applying a log before
     /// anything reads the projection (`opledger rebuild`, a start that catches up). Reads
     /// through it see its commits at once; once [`flush_now`](Self::flush_now) returns, sled
-    /// holds them and every handle sees them. Commit through one handle at a time.
+    /// holds them and every handle sees them. Commit through one handle at a time, and start
+    /// with everything committed through this one in sled (nothing committed, or flushed):
+    /// each handle's reads see its own overlay and sled, not another handle's overlay.
     pub fn bulk(&self) -> Result<Self, ProjectionError> {
-        let bulk = Writing::Bulk {
-            entries: BULK_PASS_ENTRIES,
-        };
+        self.bulk_of(BULK_PASS_ENTRIES)
+    }
+
+    /// [`bulk`](Self::bulk) with passes of `entries` entries.
+    fn bulk_of(&self, entries: usize) -> Result<Self, ProjectionError> {
+        let bulk = Writing::Bulk { entries };
         Ok(Self {
             db: self.db.clone(),
             committer: Arc::new(Committer::start(self.db.clone(), bulk)?),

@@ -6,8 +6,9 @@
 //! Each entry remembers the sequence number of the last commit that touched it: once that
 //! commit is in sled, the entry goes (an entry touched again since stays).
 //!
-//! Memory is bounded by [`PENDING_ENTRIES_MAX`]: a commit waits for room (back-pressure) when
-//! that many records and index changes are waiting for sled.
+//! Memory is bounded by the overlay's room: [`PENDING_ENTRIES_MAX`] entries on a serving node,
+//! twice a pass for a bulk handle (see `committer.rs`). A commit waits for room (back-pressure)
+//! when that many records and index changes are waiting for sled.
 
 use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::key::OperationId;
@@ -47,8 +48,10 @@ pub(super) struct Pending {
     room: Semaphore,
     /// Held by the committer while it writes a group; tests hold it to keep commits pending.
     gate: Mutex<()>,
-    /// The room in all: a commit takes at most this much.
-    room_max: usize,
+    /// The most room one commit takes (a larger one takes this much): less than the room in
+    /// all by what the committer may hold before it writes, so a commit never waits for room
+    /// that only a write it is not going to make would free.
+    commit_room_max: usize,
 }
 
 #[derive(Default)]
@@ -81,14 +84,15 @@ pub(super) struct Shadow<T> {
 }
 
 impl Pending {
-    /// An empty overlay with room for `room` entries.
-    pub(super) fn new(room: usize) -> Self {
+    /// An empty overlay with room for `room` entries, of which one commit takes at most
+    /// `commit_room_max`.
+    pub(super) fn new(room: usize, commit_room_max: usize) -> Self {
         Self {
             state: Mutex::new(Overlay::default()),
             written: Condvar::new(),
             room: Semaphore::new(room),
             gate: Mutex::new(()),
-            room_max: room,
+            commit_room_max: commit_room_max.clamp(1, room),
         }
     }
 
@@ -113,7 +117,7 @@ impl Pending {
             + changes.queue.len()
             + changes.deadlines.len()
             + changes.events.len();
-        let room = entries.clamp(1, self.room_max) as u32;
+        let room = entries.clamp(1, self.commit_room_max) as u32;
         match self.room.acquire_many(room).await {
             Ok(permit) => permit.forget(),
             Err(_) => return Err(Self::failed(self.lock().failed.as_deref().unwrap_or(""))),
@@ -227,10 +231,13 @@ impl Pending {
         self.written.notify_all();
     }
 
-    /// Waits until every commit made before the call is in sled.
-    pub(super) fn wait_written(&self) -> Result<(), ProjectionError> {
+    /// Waits until every commit made before the call is in sled, calling `ask` (to ask the
+    /// committer for it) once the target is fixed: under the lock commits send under, so every
+    /// commit the wait covers reaches the committer before the request does.
+    pub(super) fn wait_written(&self, ask: impl FnOnce()) -> Result<(), ProjectionError> {
         let mut overlay = self.lock();
         let target = overlay.next_seq;
+        ask();
         loop {
             if let Some(reason) = &overlay.failed {
                 return Err(Self::failed(reason));
