@@ -24,7 +24,6 @@ pub(super) async fn catch_up_all<L: EventLog>(
 ) -> Result<u64, NodeError> {
     let bulk = projection.bulk()?;
     let store: SharedStore = Arc::new(bulk.clone());
-    let store = &store;
     let mut followers = Vec::new();
     let mut total = 0;
     for partition in 0..log.partition_count() {

@@ -410,22 +410,15 @@ mod tests {
     async fn the_sled_store_passes_the_conformance_suite() {
         let dir = tempfile::tempdir().expect("tempdir");
         let n = AtomicUsize::new(0);
-        run_all(|| {
+        let fresh = || {
             let path = dir
                 .path()
                 .join(format!("p{}", n.fetch_add(1, Ordering::SeqCst)));
             SledStore::open(&path, 1 << 20, LOG).expect("opens").0
-        })
-        .await;
+        };
+        run_all(fresh).await;
         // A handle that writes sled in large sorted passes (a rebuild, a catch-up) answers the same.
-        run_all(|| {
-            let path = dir
-                .path()
-                .join(format!("p{}", n.fetch_add(1, Ordering::SeqCst)));
-            let (store, _) = SledStore::open(&path, 1 << 20, LOG).expect("opens");
-            store.bulk().expect("writes in passes")
-        })
-        .await;
+        run_all(|| fresh().bulk().expect("writes in passes")).await;
         let path = dir.path().join("restart");
         check_restart(
             || SledStore::open(&path, 1 << 20, LOG).expect("opens").0,

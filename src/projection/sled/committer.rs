@@ -10,10 +10,9 @@
 //!
 //! A bulk handle ([`Writing::Bulk`]: `rebuild`, a start that catches up) instead lets commits
 //! pile up in the overlay until a pass's worth is held (or someone waits for sled) and writes
-//! them as one sorted pass: sled
-//! 0.34 inserts keys that arrive in order several times faster than keys spread over the whole
-//! tree (2M operation ids on the development VM: 118k sorted inserts/s, 33k random), and the
-//! larger the pass, the closer its keys land. Nothing is served from the projection meanwhile,
+//! them as one sorted pass: sled 0.34 inserts keys that arrive in order several times faster
+//! than keys spread over the whole tree (2M operation ids on the development VM: 118k sorted
+//! inserts/s, 33k random), and the larger the pass, the closer its keys land. Nothing is served from the projection meanwhile,
 //! so there are no answers to keep waiting. Its overlay holds up to two passes' entries (a
 //! record may carry a result of up to 128 KiB, most are some hundreds of bytes).
 
@@ -44,6 +43,16 @@ pub enum Writing {
         /// Entries (records, index changes) per pass.
         entries: usize,
     },
+}
+
+impl Writing {
+    /// Entries the committer holds before it writes them (0: it writes whatever it received).
+    fn pass(self) -> usize {
+        match self {
+            Writing::Behind => 0,
+            Writing::Bulk { entries } => entries,
+        }
+    }
 }
 
 /// What the committer receives.
@@ -78,13 +87,8 @@ impl Committer {
         let (tx, rx) = mpsc::unbounded_channel();
         // The committer writes once it holds a pass; a commit then always finds room once
         // the write it waits for is made, however little the committer holds.
-        let (room, held_max) = match writing {
-            Writing::Behind => (PENDING_ENTRIES_MAX, 0),
-            Writing::Bulk { entries } => {
-                (entries.saturating_mul(2).max(PENDING_ENTRIES_MAX), entries)
-            }
-        };
-        let pending = Arc::new(Pending::new(room, room - held_max));
+        let room = writing.pass().saturating_mul(2).max(PENDING_ENTRIES_MAX);
+        let pending = Arc::new(Pending::new(room, room - writing.pass()));
         let overlay = Arc::clone(&pending);
         let thread = std::thread::Builder::new()
             .name("projection-commit".into())
@@ -147,10 +151,7 @@ fn run(
     pending: &Pending,
     writing: Writing,
 ) {
-    let pass = match writing {
-        Writing::Behind => 0,
-        Writing::Bulk { entries } => entries,
-    };
+    let pass = writing.pass();
     let mut received = Vec::with_capacity(WRITE_GROUP_MAX);
     let mut group = Vec::with_capacity(WRITE_GROUP_MAX);
     let mut entries = 0;
@@ -181,14 +182,12 @@ fn run(
 
 /// Writes a group to sled and tells the overlay; false once sled failed (the overlay is told).
 fn write_group(db: &sled::Db, group: &[Commit], pending: &Pending) -> bool {
-    {
-        let _gate = pending.gate();
-        if let Err(e) = write(db, &Writes::of(group)) {
-            pending.fail(e.to_string());
-            return false;
-        }
-        pending.written(group);
+    let _gate = pending.gate();
+    if let Err(e) = write(db, &Writes::of(group)) {
+        pending.fail(e.to_string());
+        return false;
     }
+    pending.written(group);
     true
 }
 

@@ -387,6 +387,8 @@ impl ProjectionStore for SledStore {
 }
 
 #[cfg(test)]
+mod bulk_tests;
+#[cfg(test)]
 mod format_fixture;
 #[cfg(test)]
 mod tests;

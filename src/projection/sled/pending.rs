@@ -22,7 +22,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tokio::sync::Semaphore;
 
 /// Most entries (records, queue and deadline changes) waiting for sled before commits wait for
-/// room, on a serving node (a rebuild gives its overlay more).
+/// room, on a serving node (a bulk handle gives its overlay more).
 pub const PENDING_ENTRIES_MAX: usize = 65_536;
 
 /// One commit on its way to sled: what the committer writes.
