@@ -17,10 +17,11 @@ use crate::core::operation::{OpState, OperationRecord};
 use crate::core::outcome::{OutcomeKind, classify};
 use crate::core::partition::PartitionState;
 use crate::log::model::LogRecord;
+use crate::projection::digest_keys::{DigestMap, digest_map};
 use crate::projection::{
     Changes, DeadlineChange, EventRef, Position, ProjectionError, ProjectionStore, QueueChange,
 };
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 /// Why a fold stopped. A fold never skips an event: a skipped event would make every later
 /// decision of the partition unreliable.
@@ -174,9 +175,9 @@ pub fn fold_batch(
     let projection = |source| FoldError::Projection { partition, source };
     let mut state: PartitionState = from.state;
     // Records changed by this batch, by scope, so later events see earlier ones.
-    let mut changed: HashMap<ScopedHash, OperationRecord> = HashMap::new();
+    let mut changed: DigestMap<ScopedHash, OperationRecord> = digest_map(records.len());
     // The indexes' view of each touched operation before the batch, to update them after it.
-    let mut before: HashMap<ScopedHash, Before> = HashMap::new();
+    let mut before: DigestMap<ScopedHash, Before> = digest_map(records.len());
     let mut owner_changed = false;
     let mut events = Vec::new();
     let mut applied = Vec::with_capacity(records.len());
@@ -242,15 +243,12 @@ pub fn fold_batch(
         .map(|r| state.effective(r));
         let outcome = state.apply(current.as_ref(), &logged);
         let after = match outcome.changed {
-            Some(next) => {
-                changed.insert(scope, next.clone());
-                Some(next)
-            }
-            None => current.clone(),
+            Some(next) => Some(&*changed.entry(scope).insert_entry(next).into_mut()),
+            None => current.as_ref(),
         };
         // Every event of an operation that exists after it, refused ones too: an auditor
         // reading one operation's history wants its conflicting and late attempts as well.
-        if let Some(r) = &after
+        if let Some(r) = after
             && deadlines == Deadlines::Indexed
         {
             events.push(EventRef {
@@ -263,7 +261,7 @@ pub fn fold_batch(
             partition,
             offset,
             scope = %scope.prefix(),
-            operation = %after.as_ref().map_or(logged.envelope.operation_id, |r| r.id),
+            operation = %after.map_or(logged.envelope.operation_id, |r| r.id),
             event = logged.envelope.body.type_name(),
             decision = outcome.decision.code(),
             "applied"
@@ -272,9 +270,9 @@ pub fn fold_batch(
             current.as_ref(),
             &logged.envelope.body,
             &outcome.decision,
-            after.as_ref(),
+            after,
         )
-        .zip(after.as_ref())
+        .zip(after)
         .map(|(kind, r)| Observed {
             class: r.terms.class,
             kind,
@@ -286,7 +284,7 @@ pub fn fold_batch(
             reply_to,
             decision: outcome.decision,
             record: if reply_to.is_some() && answers == Answers::Kept {
-                after
+                after.cloned()
             } else {
                 None
             },

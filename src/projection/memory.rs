@@ -2,6 +2,7 @@
 //! passes the same conformance suite as the sled store; "restart" is a new handle on the same
 //! maps ([`MemoryStore::reopen`]).
 
+use super::digest_keys::DigestMap;
 use super::{
     Changes, Due, HistoryEntry, HistoryMap, Position, ProjectionError, ProjectionStore, QueueSlice,
     history_in,
@@ -18,7 +19,7 @@ struct Maps {
     /// only `records` needs id order, and sorts. Boxed: a record is hundreds of bytes, and a
     /// growing map then moves pointers, not records (measured: a third of `audit`'s time went
     /// to moving and zeroing memory with records inline).
-    records: HashMap<OperationId, Box<OperationRecord>>,
+    records: DigestMap<OperationId, Box<OperationRecord>>,
     positions: HashMap<u32, Position>,
     /// (partition, request time, id).
     queue: BTreeSet<(u32, u64, OperationId)>,

@@ -29,6 +29,7 @@
 #[cfg(any(test, feature = "test-support"))]
 pub mod conformance;
 // `audit` folds into memory in production too; only tests see the store itself.
+pub mod digest_keys;
 #[cfg(any(test, feature = "test-support"))]
 pub mod memory;
 #[cfg(not(any(test, feature = "test-support")))]

@@ -1,6 +1,7 @@
 //! The bulk handle: commits held for large sorted passes, and what a pass must never do (hang a
 //! flush, or a commit waiting for room).
 
+use super::layout::encode_record;
 use super::tests::{LOG, at, commit, event, in_sled, offsets, record};
 use super::*;
 
@@ -137,4 +138,43 @@ fn given_commits_racing_a_flush_on_a_bulk_handle_then_every_flush_returns() {
     commits.join().expect("commits");
     p.flush_now().expect("flushes");
     assert_eq!(serving.position(2).expect("reads").next_offset, 2_000);
+}
+
+#[test]
+fn given_a_bulk_handle_on_a_projection_without_records_when_it_looks_up_ids_then_only_its_own_are_found()
+ {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (serving, _) = SledStore::reset(&dir.path().join("p"), 1 << 20, LOG).expect("opens");
+    let p = serving.bulk().expect("writes in passes");
+    commit(&p, 0, 1, vec![record(1)]);
+    p.flush_now().expect("flushes");
+    assert_eq!(
+        p.get(&record(1).id).expect("reads"),
+        Some(record(1)),
+        "its own commit, read from sled once written"
+    );
+    // A record it did not commit, put into sled behind its back (nothing else may commit
+    // while it lives): it answers from the ids it created, without walking sled.
+    let stranger = record(2);
+    p.db.insert(record_key(&stranger.id), encode_record(&stranger))
+        .expect("writes");
+    assert_eq!(p.get(&stranger.id).expect("reads"), None);
+    assert_eq!(in_sled(&p, &stranger.id), Some(stranger));
+}
+
+#[test]
+fn given_a_bulk_handle_on_a_projection_with_records_when_it_looks_up_ids_then_sled_is_asked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (serving, _) = SledStore::reset(&dir.path().join("p"), 1 << 20, LOG).expect("opens");
+    commit(&serving, 0, 1, vec![record(1)]);
+    let unwritten = serving.bulk().expect("writes in passes");
+    serving.flush_now().expect("flushes");
+    let p = serving.bulk().expect("writes in passes");
+    for handle in [&unwritten, &p] {
+        assert_eq!(
+            handle.get(&record(1).id).expect("reads"),
+            Some(record(1)),
+            "a record committed before the handle (held, then written) is found in sled"
+        );
+    }
 }

@@ -24,6 +24,7 @@
 //! aside and rebuilt by re-applying the log from offset 0.
 
 mod committer;
+mod created;
 mod directory;
 mod layout;
 mod pending;
@@ -34,6 +35,7 @@ use crate::core::deadline::DeadlineKind;
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
 use committer::{Committer, Writing};
+use created::Created;
 use directory::{
     LOCK_RELEASE_WAIT, check_meta, clean_marker, forget_clean, lock_projection, move_aside,
     open_db, sync_parent, write_meta,
@@ -93,6 +95,8 @@ pub struct LogIdentity {
 pub struct SledStore {
     db: sled::Db,
     committer: Arc<Committer>,
+    /// The ids committed through this handle, when they are all sled holds.
+    created: Created,
     /// The projection's lock, held while any handle lives.
     _lock: Arc<std::fs::File>,
 }
@@ -161,6 +165,7 @@ impl SledStore {
         Ok(Self {
             db,
             committer,
+            created: Created::unknown(),
             _lock: Arc::new(lock),
         })
     }
@@ -181,6 +186,7 @@ impl SledStore {
         let bulk = Writing::Bulk { entries };
         Ok(Self {
             db: self.db.clone(),
+            created: Created::beside(&self.db, self.committer.pending())?,
             committer: Arc::new(Committer::start(self.db.clone(), bulk)?),
             _lock: Arc::clone(&self._lock),
         })
@@ -237,6 +243,9 @@ impl ProjectionStore for SledStore {
         if let Some(record) = self.committer.pending().record(id) {
             return Ok(Some(record));
         }
+        if !self.created.may_hold(id) {
+            return Ok(None);
+        }
         match self.db.get(record_key(id))? {
             Some(bytes) => decode_record(&bytes, || format!("operation {id}")).map(Some),
             None => Ok(None),
@@ -265,6 +274,7 @@ impl ProjectionStore for SledStore {
         position: Position,
         changes: Changes,
     ) -> crate::BoxFuture<'_, Result<(), ProjectionError>> {
+        self.created.add(&changes.records);
         Box::pin(self.committer.commit(partition, position, changes))
     }
 

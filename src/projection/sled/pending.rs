@@ -252,6 +252,11 @@ impl Pending {
         }
     }
 
+    /// Whether any record may be here and not in sled yet.
+    pub(super) fn holds_records(&self) -> bool {
+        !self.lock().records.is_empty()
+    }
+
     /// The record as last committed, if sled may not hold it yet.
     pub(super) fn record(&self, id: &OperationId) -> Option<OperationRecord> {
         self.lock().records.get(id).map(|(_, r)| (**r).clone())
