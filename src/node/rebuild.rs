@@ -15,7 +15,8 @@ use std::sync::Arc;
 /// Brings every partition of `projection` up to the log's end, the partitions side by side
 /// (each folds on its own task), writing sled in large sorted passes (memory is bounded by
 /// the passes' overlay, [`BULK_PASS_ENTRIES`](crate::projection::sled::BULK_PASS_ENTRIES)
-/// entries twice); returns the events it holds. Nothing may read or commit to the
+/// entries twice, and, into an empty projection, up to about 70 MB of the ids it created);
+/// returns the events it holds. Nothing may read or commit to the
 /// projection meanwhile; once this returns, sled holds everything applied.
 pub(super) async fn catch_up_all<L: EventLog>(
     log: &Arc<L>,

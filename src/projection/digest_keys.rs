@@ -1,24 +1,44 @@
-//! Hash maps keyed by digests (operation ids, scoped hashes). Their bytes are already
-//! SHA-256 output an outsider cannot choose, so the std map's SipHash (which guards against
-//! chosen keys) buys nothing: `audit` spent about 3% of its time in it. A multiply-rotate
-//! over every byte spreads the fixed layout bytes of an id as well as the digest bytes.
+//! Hash maps keyed by digests (operation ids, scoped hashes), whose bytes are SHA-256 output:
+//! a client picks the key it hashes, not the digest, so the std map's SipHash buys little over
+//! a multiply-rotate over every byte (`audit` spent about 3% of its time in SipHash). A random
+//! seed per process keeps a client from grinding keys offline into one bucket.
 
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::OnceLock;
 
 /// A hash map whose keys are digests.
-pub type DigestMap<K, V> = HashMap<K, V, BuildHasherDefault<DigestHasher>>;
+pub type DigestMap<K, V> = HashMap<K, V, DigestState>;
 
 /// A hash set of digests.
-pub type DigestSet<K> = HashSet<K, BuildHasherDefault<DigestHasher>>;
+pub type DigestSet<K> = HashSet<K, DigestState>;
 
 /// An empty [`DigestMap`] with room for `capacity` entries.
 pub fn digest_map<K, V>(capacity: usize) -> DigestMap<K, V> {
-    HashMap::with_capacity_and_hasher(capacity, BuildHasherDefault::default())
+    HashMap::with_capacity_and_hasher(capacity, DigestState::default())
+}
+
+/// Builds the hashers of [`DigestMap`]s and [`DigestSet`]s, all from one seed per process.
+#[derive(Clone, Copy, Debug)]
+pub struct DigestState(u64);
+
+impl Default for DigestState {
+    fn default() -> Self {
+        static SEED: OnceLock<u64> = OnceLock::new();
+        Self(*SEED.get_or_init(|| RandomState::new().hash_one(0u64)))
+    }
+}
+
+impl BuildHasher for DigestState {
+    type Hasher = DigestHasher;
+
+    fn build_hasher(&self) -> DigestHasher {
+        DigestHasher(self.0)
+    }
 }
 
 /// The hasher of a [`DigestMap`]: fast, not collision-resistant — for digest keys only.
-#[derive(Default)]
 pub struct DigestHasher(u64);
 
 impl Hasher for DigestHasher {
@@ -30,9 +50,6 @@ impl Hasher for DigestHasher {
                 .wrapping_mul(0x9e37_79b9_7f4a_7c15);
         }
     }
-
-    /// The length prefix of an array key: the same for every key of one map.
-    fn write_usize(&mut self, _: usize) {}
 
     fn finish(&self) -> u64 {
         // A multiply carries each bit only upwards, and hashbrown takes the bucket from the
@@ -50,10 +67,9 @@ impl Hasher for DigestHasher {
 mod tests {
     use super::*;
     use crate::core::key::OperationId;
-    use std::hash::{BuildHasher, BuildHasherDefault};
 
     fn hash(id: &OperationId) -> u64 {
-        BuildHasherDefault::<DigestHasher>::default().hash_one(id)
+        DigestState::default().hash_one(id)
     }
 
     #[test]

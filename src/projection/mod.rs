@@ -28,8 +28,8 @@
 
 #[cfg(any(test, feature = "test-support"))]
 pub mod conformance;
+pub(crate) mod digest_keys;
 // `audit` folds into memory in production too; only tests see the store itself.
-pub mod digest_keys;
 #[cfg(any(test, feature = "test-support"))]
 pub mod memory;
 #[cfg(not(any(test, feature = "test-support")))]

@@ -166,15 +166,18 @@ fn given_a_bulk_handle_on_a_projection_without_records_when_it_looks_up_ids_then
 fn given_a_bulk_handle_on_a_projection_with_records_when_it_looks_up_ids_then_sled_is_asked() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (serving, _) = SledStore::reset(&dir.path().join("p"), 1 << 20, LOG).expect("opens");
+    let gate = serving.committer.hold();
     commit(&serving, 0, 1, vec![record(1)]);
+    // Record 1 is in the serving handle's overlay only, then in sled only.
     let unwritten = serving.bulk().expect("writes in passes");
+    drop(gate);
     serving.flush_now().expect("flushes");
-    let p = serving.bulk().expect("writes in passes");
-    for handle in [&unwritten, &p] {
+    let written = serving.bulk().expect("writes in passes");
+    for handle in [&unwritten, &written] {
         assert_eq!(
             handle.get(&record(1).id).expect("reads"),
             Some(record(1)),
-            "a record committed before the handle (held, then written) is found in sled"
+            "a record committed before the handle is found in sled"
         );
     }
 }

@@ -176,7 +176,8 @@ impl SledStore {
     /// through it see its commits at once; once [`flush_now`](Self::flush_now) returns, sled
     /// holds them and every handle sees them. Commit through one handle at a time, and start
     /// with everything committed through this one in sled (nothing committed, or flushed):
-    /// each handle's reads see its own overlay and sled, not another handle's overlay.
+    /// each handle's reads see its own overlay and sled, not another handle's overlay. A bulk
+    /// handle started on a projection without records reads only what it committed itself.
     pub fn bulk(&self) -> Result<Self, ProjectionError> {
         self.bulk_of(BULK_PASS_ENTRIES)
     }
