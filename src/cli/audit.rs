@@ -157,7 +157,8 @@ pub(super) fn rebuild(args: &ConfigArgs) -> anyhow::Result<()> {
     let (config, _) = load(args)?;
     let mut bar = progress::Bar::new("rebuilding projection");
     let summary = runtime()?.block_on(opledger::node::rebuild(&config, |p| {
-        bar.show(p.applied, p.total)
+        let then = "writing the last pass to the projection, then reading it back for the digest";
+        bar.show_catch_up(p.applied, p.total, then)
     }))?;
     bar.finish();
     print_json(&summary)?;

@@ -13,6 +13,7 @@ pub struct Bar {
     enabled: bool,
     last: Option<Instant>,
     shown: bool,
+    said_done: bool,
 }
 
 impl Bar {
@@ -23,6 +24,7 @@ impl Bar {
             enabled: std::io::stderr().is_terminal(),
             last: None,
             shown: false,
+            said_done: false,
         }
     }
 
@@ -36,6 +38,29 @@ impl Bar {
         eprint!("\r{}: {done}/{total} ({pct}%)   ", self.label);
         let _ = std::io::stderr().flush();
         self.shown = true;
+    }
+
+    /// Replaces the line with `text` (a step that reports no counts), at once.
+    pub fn say(&mut self, text: &str) {
+        if !self.enabled {
+            return;
+        }
+        self.last = Some(Instant::now());
+        // \x1b[K: erase what a longer earlier line left on the right.
+        eprint!("\r{}: {text}\x1b[K", self.label);
+        let _ = std::io::stderr().flush();
+        self.shown = true;
+    }
+
+    /// Shows a catch-up's progress: counts while events are applied, then that the last sorted
+    /// pass is being written (which reports no counts, and takes seconds on a large log).
+    pub fn show_catch_up(&mut self, done: u64, total: u64, then: &str) {
+        if done < total {
+            self.show(done, total);
+        } else if total > 0 && !self.said_done {
+            self.said_done = true;
+            self.say(&format!("{total} events applied; {then}"));
+        }
     }
 
     /// Ends the line.

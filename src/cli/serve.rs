@@ -70,7 +70,8 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
         let addr = listener.local_addr()?;
         config.listen = addr;
         let mut bar = progress::Bar::new("applying the log");
-        let mut node = Node::start(&config, |p| bar.show(p.applied, p.total))
+        let then = "writing the last pass to the projection";
+        let mut node = Node::start(&config, |p| bar.show_catch_up(p.applied, p.total, then))
             .await
             .context("cannot start the ledger")?;
         bar.finish();
