@@ -41,7 +41,7 @@ impl Bar {
     }
 
     /// Replaces the line with `text` (a step that reports no counts), at once.
-    pub fn say(&mut self, text: &str) {
+    fn say(&mut self, text: &str) {
         if !self.enabled {
             return;
         }
