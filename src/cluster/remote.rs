@@ -434,6 +434,7 @@ mod tests {
             id: record.id,
             offset,
             decision,
+            creates: offset == 0,
         };
         let changes = Changes {
             records: vec![record.clone()],

@@ -255,6 +255,7 @@ pub fn fold_batch(
                 id: r.id,
                 offset,
                 decision: outcome.decision.code(),
+                creates: current.is_none(),
             });
         }
         tracing::debug!(

@@ -121,6 +121,7 @@ pub async fn run_all<S: ProjectionStore>(fresh: impl Fn() -> S) {
     check_queue(&fresh()).await;
     check_deadlines(&fresh()).await;
     check_history(&fresh()).await;
+    check_history_beside_records(&fresh()).await;
     check_concurrent_partitions(fresh()).await;
 }
 
@@ -320,6 +321,7 @@ pub async fn check_history(store: &dyn ProjectionStore) {
                 } else {
                     "execute"
                 },
+                creates: false,
             })
             .collect(),
         ..Changes::default()
@@ -348,6 +350,73 @@ pub async fn check_history(store: &dyn ProjectionStore) {
     assert_eq!(offsets(store, &a.id, 10), vec![3, 7, 9]);
 }
 
+/// An operation's history survives every later write of its record — with events, without
+/// (a lease moved), and past any number of events — and is read in order, before and after a
+/// flush, with the decision each event got.
+pub async fn check_history_beside_records(store: &dyn ProjectionStore) {
+    let event = |r: &OperationRecord, offset: u64, creates: bool| EventRef {
+        id: r.id,
+        offset,
+        decision: if creates { "execute" } else { "conflict" },
+        creates,
+    };
+    let (a, b) = (record(1, 1), record(2, 1));
+    let created = Changes {
+        records: vec![a.clone(), b.clone()],
+        events: vec![event(&a, 0, true), event(&b, 1, true)],
+        ..Changes::default()
+    };
+    store
+        .commit(0, position(2), created)
+        .await
+        .expect("commits");
+    store.flush().expect("flushes");
+    // `a` changes with an event, then without one, then takes many refused events.
+    let changed = Changes {
+        records: vec![record(1, 2)],
+        events: vec![event(&a, 2, false)],
+        ..Changes::default()
+    };
+    store
+        .commit(0, position(3), changed)
+        .await
+        .expect("commits");
+    store.flush().expect("flushes");
+    let quiet = Changes {
+        records: vec![record(1, 3)],
+        ..Changes::default()
+    };
+    store.commit(0, position(4), quiet).await.expect("commits");
+    let mut expected = vec![0, 2];
+    for batch in 0..4u64 {
+        let offsets: Vec<u64> = (0..25).map(|i| 4 + batch * 25 + i).collect();
+        expected.extend(&offsets);
+        let refused = Changes {
+            events: offsets.iter().map(|&o| event(&a, o, false)).collect(),
+            ..Changes::default()
+        };
+        let next = position(5 + (batch + 1) * 25);
+        store.commit(0, next, refused).await.expect("commits");
+        if batch % 2 == 1 {
+            store.flush().expect("flushes");
+        }
+    }
+    assert_eq!(offsets(store, &a.id, 1000), expected);
+    assert_eq!(offsets(store, &a.id, 40), expected[..40]);
+    store.flush().expect("flushes");
+    assert_eq!(offsets(store, &a.id, 1000), expected);
+    let decisions: Vec<String> = store
+        .history(&a.id, 3)
+        .expect("reads")
+        .into_iter()
+        .map(|e| e.decision)
+        .collect();
+    assert_eq!(decisions, ["execute", "conflict", "conflict"]);
+    assert_eq!(offsets(store, &b.id, 10), vec![1]);
+    assert_eq!(store.get(&a.id).expect("reads"), Some(record(1, 3)));
+    assert_eq!(store.get(&b.id).expect("reads"), Some(b));
+}
+
 fn offsets(store: &dyn ProjectionStore, id: &OperationId, limit: usize) -> Vec<u64> {
     let history = store.history(id, limit).expect("reads");
     history.into_iter().map(|e| e.offset).collect()
@@ -364,6 +433,7 @@ pub async fn check_restart<S: ProjectionStore>(open: impl Fn() -> S, close: impl
             id: a.id,
             offset: 8,
             decision: "conflict",
+            creates: false,
         }],
         ..Changes::default()
     };

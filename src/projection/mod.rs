@@ -93,6 +93,9 @@ pub struct EventRef {
     pub offset: u64,
     /// The code of the decision the event got (`execute`, `replay`, `conflict`, …).
     pub decision: &'static str,
+    /// Whether the event created the operation: nothing of it was stored before, so a store
+    /// that keeps history beside the record has none to carry over.
+    pub creates: bool,
 }
 
 /// An entry of an operation's history, as the index holds it.

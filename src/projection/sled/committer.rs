@@ -16,9 +16,9 @@
 //! so there are no answers to keep waiting. Its overlay holds up to two passes' entries (a
 //! record may carry a result of up to 128 KiB, most are some hundreds of bytes).
 
-use super::layout::{
-    applied_key, deadline_entry, encode_position, encode_record, event_key, queue_key, record_key,
-};
+use super::deadline_chunks::Chunks;
+use super::history::{NewEvent, write_records};
+use super::layout::{applied_key, encode_position, queue_key};
 use super::pending::{Commit, PENDING_ENTRIES_MAX, Pending};
 use crate::core::deadline::Deadline;
 use crate::core::key::OperationId;
@@ -202,7 +202,7 @@ struct Writes<'a> {
     deadlines: BTreeMap<OperationId, (u32, Option<Deadline>, Option<Deadline>)>,
     positions: BTreeMap<u32, Position>,
     /// History entries (id, offset) → decision: written once, never changed.
-    events: BTreeMap<(OperationId, u64), &'static str>,
+    events: BTreeMap<(OperationId, u64), NewEvent>,
 }
 
 impl<'a> Writes<'a> {
@@ -222,19 +222,22 @@ impl<'a> Writes<'a> {
                     .and_modify(|e| e.2 = change.to)
                     .or_insert((c.partition, change.from, change.to));
             }
-            w.events
-                .extend(c.events.iter().map(|e| ((e.id, e.offset), e.decision)));
+            w.events.extend(c.events.iter().map(|e| {
+                let event = NewEvent {
+                    decision: e.decision,
+                    creates: e.creates,
+                };
+                ((e.id, e.offset), event)
+            }));
             w.positions.insert(c.partition, c.position);
         }
         w
     }
 }
 
-/// Writes a group: records and index entries, then the positions.
-fn write(db: &sled::Db, w: &Writes<'_>) -> Result<(), sled::Error> {
-    for record in w.records.values() {
-        db.insert(&record_key(&record.id)[..], encode_record(record))?;
-    }
+/// Writes a group: records with their history, index entries, then the positions.
+fn write(db: &sled::Db, w: &Writes<'_>) -> Result<(), ProjectionError> {
+    write_records(db, &w.records, &w.events)?;
     for (&(partition, created_at_ms, id), &queued) in &w.queue {
         let key = queue_key(
             partition,
@@ -250,20 +253,19 @@ fn write(db: &sled::Db, w: &Writes<'_>) -> Result<(), sled::Error> {
             db.remove(&key[..])?;
         }
     }
-    for (id, &(partition, from, to)) in &w.deadlines {
-        if from == to {
-            continue;
-        }
+    let mut chunks = Chunks::new(db);
+    let moved = || w.deadlines.iter().filter(|(_, (_, from, to))| from != to);
+    for (id, &(partition, from, _)) in moved() {
         if let Some(from) = from {
-            db.remove(&deadline_entry(partition, id, from)[..])?;
+            chunks.remove(partition, from, *id)?;
         }
+    }
+    for (id, &(partition, _, to)) in moved() {
         if let Some(to) = to {
-            db.insert(&deadline_entry(partition, id, to)[..], &[][..])?;
+            chunks.add(partition, to, *id)?;
         }
     }
-    for (&(id, offset), decision) in &w.events {
-        db.insert(&event_key(&id, offset)[..], decision.as_bytes())?;
-    }
+    chunks.write()?;
     for (&partition, position) in &w.positions {
         db.insert(&applied_key(partition)[..], &encode_position(position)[..])?;
     }

@@ -1,11 +1,12 @@
 //! The stored record layout of the current projection format, pinned: one record in every
-//! state (and every variant a record carries), as `<name> <hex>` lines in
-//! `schemas/fixtures/projection-records-v9.hex`. A change to [`OperationRecord`]'s shape fails
+//! state (and every variant a record carries), the completed one with history entries after it,
+//! as `<name> <hex>` lines in
+//! `schemas/fixtures/projection-records-v10.hex`. A change to [`OperationRecord`]'s shape fails
 //! here: bump `PROJECTION_FORMAT` (a projection of another format is rebuilt from the log at
 //! start) and freeze the new format's fixture next to this one.
 
 use super::PROJECTION_FORMAT;
-use super::layout::{decode_record, encode_record};
+use super::layout::{Body, decode_history, decode_record, encode_value, push_history, split_value};
 use crate::core::event::{BusinessResult, ResultBody};
 use crate::core::fingerprint::{Category, Fingerprint};
 use crate::core::key::OperationId;
@@ -13,8 +14,8 @@ use crate::core::operation::{
     OpState, OperationRecord, QueryResult, RecoveryLease, ReleaseCause, UnknownCause, fixture,
 };
 
+const RECORDS_V10: &str = include_str!("../../../schemas/fixtures/projection-records-v10.hex");
 const RECORDS_V9: &str = include_str!("../../../schemas/fixtures/projection-records-v9.hex");
-const RECORDS_V8: &str = include_str!("../../../schemas/fixtures/projection-records-v8.hex");
 
 fn result() -> BusinessResult {
     BusinessResult {
@@ -23,6 +24,23 @@ fn result() -> BusinessResult {
         headers: [("location".to_owned(), "/charges/ch_3PQ".to_owned())].into(),
         body: Some(ResultBody::Kept(r#"{"content":[]}"#.into())),
     }
+}
+
+/// The history entries a sample's value carries.
+fn history_of(name: &str) -> Vec<(u64, String)> {
+    match name {
+        "completed" => vec![(0, "execute".into()), (300, "complete".into())],
+        _ => Vec::new(),
+    }
+}
+
+/// A sample's stored value.
+fn stored(name: &str, record: &OperationRecord) -> Vec<u8> {
+    let mut history = Vec::new();
+    for (offset, code) in history_of(name) {
+        push_history(&mut history, offset, &code);
+    }
+    encode_value(Body::Record(record), &history)
 }
 
 fn samples() -> Vec<(&'static str, OperationRecord)> {
@@ -176,10 +194,10 @@ fn samples() -> Vec<(&'static str, OperationRecord)> {
 #[test]
 fn the_current_projection_format_stores_records_exactly_as_its_fixture() {
     assert_eq!(
-        PROJECTION_FORMAT, 9,
+        PROJECTION_FORMAT, 10,
         "a new format freezes a fixture of its own"
     );
-    let frozen: Vec<(&str, Vec<u8>)> = RECORDS_V9
+    let frozen: Vec<(&str, Vec<u8>)> = RECORDS_V10
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
@@ -194,12 +212,16 @@ fn the_current_projection_format_stores_records_exactly_as_its_fixture() {
     );
     for ((name, bytes), (_, record)) in frozen.iter().zip(&samples) {
         assert_eq!(
-            &encode_record(record),
+            &stored(name, record),
             bytes,
             "{name}: the stored layout changed; bump PROJECTION_FORMAT"
         );
         let decoded = decode_record(bytes, || (*name).to_owned()).expect("decodes");
         assert_eq!(&decoded, record, "{name}");
+        let value = split_value(bytes, || (*name).to_owned()).expect("splits");
+        let history = decode_history(value.history, || (*name).to_owned()).expect("decodes");
+        let history: Vec<(u64, String)> = history.into_iter().map(|(o, c)| (o, c.into())).collect();
+        assert_eq!(history, history_of(name), "{name}");
     }
 }
 
@@ -207,12 +229,12 @@ fn the_current_projection_format_stores_records_exactly_as_its_fixture() {
 /// even where its bytes after the format would still decode.
 #[test]
 fn a_record_of_the_previous_format_is_refused() {
-    for line in RECORDS_V8.lines().filter(|l| !l.trim().is_empty()) {
+    for line in RECORDS_V9.lines().filter(|l| !l.trim().is_empty()) {
         let (name, hex) = line.split_once(' ').expect("`name hex` lines");
         let bytes = hex::decode(hex.trim()).expect("hex");
         assert!(
             decode_record(&bytes, || name.to_owned()).is_err(),
-            "{name} of format 8 was read as format {PROJECTION_FORMAT}"
+            "{name} of format 9 was read as format {PROJECTION_FORMAT}"
         );
     }
 }
@@ -222,7 +244,7 @@ fn a_record_of_the_previous_format_is_refused() {
 fn write_projection_records_fixture() {
     let mut out = String::new();
     for (name, record) in samples() {
-        out += &format!("{name} {}\n", hex::encode(encode_record(&record)));
+        out += &format!("{name} {}\n", hex::encode(stored(name, &record)));
     }
     let path = format!("schemas/fixtures/projection-records-v{PROJECTION_FORMAT}.hex");
     // A format's fixture is written once, when the format is new: never over a frozen one.

@@ -2,7 +2,7 @@
 //! records and positions into it.
 
 use super::PROJECTION_FORMAT;
-use crate::core::deadline::{Deadline, DeadlineKind};
+use crate::core::deadline::DeadlineKind;
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
 use crate::core::partition::PartitionState;
@@ -24,7 +24,8 @@ pub(super) fn record_key(id: &OperationId) -> [u8; 17] {
     key
 }
 
-/// The history index's keys of an operation start with this.
+/// The keys of an operation's history entries beyond those its record's value holds start
+/// with this.
 pub(super) fn event_prefix(id: &OperationId) -> [u8; 17] {
     let mut key = [0u8; 17];
     key[0] = PREFIX_EVENT;
@@ -61,6 +62,8 @@ pub(super) fn queue_key(partition: u32, change: &QueueChange) -> [u8; 29] {
     key
 }
 
+/// The key of a deadline chunk: its partition, kind and due time, and the lowest id it may
+/// hold (see `deadline_chunks.rs`).
 pub(super) fn deadline_key(
     partition: u32,
     kind: DeadlineKind,
@@ -83,16 +86,11 @@ pub(super) fn decode_queue_key(key: &[u8]) -> Option<(u64, OperationId)> {
     (key.len() == 29).then_some((created, OperationId(id)))
 }
 
-/// The due time and operation id of a deadline key.
+/// The due time and lowest id of a deadline chunk's key.
 pub(super) fn decode_deadline_key(key: &[u8]) -> Option<(u64, OperationId)> {
     let due_ms = u64::from_be_bytes(key.get(6..14)?.try_into().ok()?);
     let id = key.get(14..30)?.try_into().ok()?;
     (key.len() == 30).then_some((due_ms, OperationId(id)))
-}
-
-/// The index key of an operation's deadline.
-pub(super) fn deadline_entry(partition: u32, id: &OperationId, d: Deadline) -> [u8; 30] {
-    deadline_key(partition, d.kind, d.due_ms, id)
 }
 
 pub(super) fn encode_position(position: &Position) -> [u8; 25] {
@@ -129,30 +127,122 @@ pub(super) fn applied_key(partition: u32) -> [u8; 5] {
     key
 }
 
-pub(super) fn encode_record(record: &OperationRecord) -> Vec<u8> {
-    let mut out = PROJECTION_FORMAT.to_le_bytes().to_vec();
-    // Plain data into a Vec: encoding cannot fail.
-    let body = bincode::serde::encode_to_vec(record, bincode::config::standard())
-        .expect("operation record encodes");
-    out.extend_from_slice(&body);
+/// Most history entries a record's value holds; later events of the operation go to `e` keys,
+/// so an operation with a long history (a client retrying a conflicting key for days) does not
+/// make every write of its record longer.
+pub(super) const HISTORY_INLINE_MAX: usize = 32;
+
+/// A record's stored value split into its parts: the bincode record and the history entries
+/// after it.
+pub(super) struct StoredValue<'a> {
+    /// The bincode-encoded record.
+    pub(super) body: &'a [u8],
+    /// The operation's first events: `offset (u64 LE) · code length (u8) · code`, oldest first.
+    pub(super) history: &'a [u8],
+}
+
+fn corrupt(what: impl Fn() -> String, reason: String) -> ProjectionError {
+    ProjectionError::Corrupt {
+        what: what(),
+        reason,
+    }
+}
+
+/// Splits a record's stored value, checking its format.
+pub(super) fn split_value(
+    bytes: &[u8],
+    what: impl Fn() -> String,
+) -> Result<StoredValue<'_>, ProjectionError> {
+    let (format, rest) = bytes
+        .split_first_chunk::<2>()
+        .ok_or_else(|| corrupt(&what, "shorter than its format prefix".into()))?;
+    if u16::from_le_bytes(*format) != PROJECTION_FORMAT {
+        return Err(corrupt(
+            &what,
+            format!("format {}", u16::from_le_bytes(*format)),
+        ));
+    }
+    let (len, rest) = rest
+        .split_first_chunk::<4>()
+        .ok_or_else(|| corrupt(&what, "shorter than its length prefix".into()))?;
+    let len = u32::from_le_bytes(*len) as usize;
+    if rest.len() < len {
+        return Err(corrupt(&what, format!("record of {len} bytes cut short")));
+    }
+    let (body, history) = rest.split_at(len);
+    Ok(StoredValue { body, history })
+}
+
+/// A record's stored value: format, body length, body (the record as `body` holds it, or
+/// `record` encoded), history entries.
+pub(super) fn encode_value(body: Body<'_>, history: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256 + history.len());
+    out.extend_from_slice(&PROJECTION_FORMAT.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    match body {
+        Body::Record(record) => {
+            // Plain data into a Vec: encoding cannot fail.
+            bincode::serde::encode_into_std_write(record, &mut out, bincode::config::standard())
+                .expect("operation record encodes");
+        }
+        Body::Stored(bytes) => out.extend_from_slice(bytes),
+    }
+    let len = u32::try_from(out.len() - 6).expect("a record is far below 4 GiB");
+    out[2..6].copy_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(history);
     out
 }
 
+/// The record part of a value to write.
+#[derive(Clone, Copy)]
+pub(super) enum Body<'a> {
+    /// This record, encoded.
+    Record(&'a OperationRecord),
+    /// As a stored value holds it already.
+    Stored(&'a [u8]),
+}
+
+/// A record's stored value with no history.
+#[cfg(test)]
+pub(super) fn encode_record(record: &OperationRecord) -> Vec<u8> {
+    encode_value(Body::Record(record), &[])
+}
+
+/// Appends a history entry to a value's history part.
+pub(super) fn push_history(history: &mut Vec<u8>, offset: u64, decision: &str) {
+    history.extend_from_slice(&offset.to_le_bytes());
+    let code = decision.as_bytes();
+    // Decision codes are short identifiers (`execute`, `conflict`, …).
+    history.push(u8::try_from(code.len()).expect("a decision code is short"));
+    history.extend_from_slice(code);
+}
+
+/// The history entries of a value's history part, oldest first.
+pub(super) fn decode_history(
+    mut history: &[u8],
+    what: impl Fn() -> String,
+) -> Result<Vec<(u64, &str)>, ProjectionError> {
+    let mut entries = Vec::new();
+    while !history.is_empty() {
+        let cut = || corrupt(&what, "history entry cut short".into());
+        let (offset, rest) = history.split_first_chunk::<8>().ok_or_else(cut)?;
+        let (&len, rest) = rest.split_first().ok_or_else(cut)?;
+        let code = rest.get(..usize::from(len)).ok_or_else(cut)?;
+        let code = std::str::from_utf8(code)
+            .map_err(|_| corrupt(&what, "decision code is not text".into()))?;
+        entries.push((u64::from_le_bytes(*offset), code));
+        history = &rest[usize::from(len)..];
+    }
+    Ok(entries)
+}
+
+/// The record of a stored value.
 pub(super) fn decode_record(
     bytes: &[u8],
     what: impl Fn() -> String,
 ) -> Result<OperationRecord, ProjectionError> {
-    let corrupt = |reason: String| ProjectionError::Corrupt {
-        what: what(),
-        reason,
-    };
-    let (format, body) = bytes
-        .split_first_chunk::<2>()
-        .ok_or_else(|| corrupt("shorter than its format prefix".into()))?;
-    if u16::from_le_bytes(*format) != PROJECTION_FORMAT {
-        return Err(corrupt(format!("format {}", u16::from_le_bytes(*format))));
-    }
-    bincode::serde::decode_from_slice(body, bincode::config::standard())
+    let value = split_value(bytes, &what)?;
+    bincode::serde::decode_from_slice(value.body, bincode::config::standard())
         .map(|(record, _)| record)
-        .map_err(|e| corrupt(e.to_string()))
+        .map_err(|e| corrupt(&what, e.to_string()))
 }

@@ -6,17 +6,18 @@
 //! a projection is only resumed after a clean close, so sled never needs to hold a batch and its
 //! position atomically across a crash. Records are keyed by operation
 //! id: claims (which know the scope, hence the id) and reads by id find a record with one
-//! lookup, and a new operation costs one insert for its record — sled's insert is the most
-//! expensive step of a claim, so there is no index by scope. Each event adds one small entry to
-//! the history index (an auditor reads one operation's events without a scan).
+//! lookup. sled's insert is the most expensive step of a claim, so a new operation costs one
+//! insert for its record and nothing per operation besides: there is no index by scope, an
+//! operation's history entries ride in its record's value (`history.rs`), and the deadline index
+//! holds the operations sharing a due time in one chunk (`deadline_chunks.rs`).
 //!
 //! | key                                                  | value                                   |
 //! |------------------------------------------------------|-----------------------------------------|
-//! | `o` + operation id (16)                              | record format (u16 LE) + bincode record |
+//! | `o` + operation id (16)                              | format (u16 LE) + record length (u32 LE) + bincode record + its first 32 history entries (offset u64 LE, code length u8, code) |
 //! | `a` + partition (u32 BE)                             | next offset, last time, owner since (3 × u64 BE), legacy ids (1) |
 //! | `q` + partition (u32 BE) + created (u64 BE) + id (16) | empty: in the operator queue (manual), oldest first |
-//! | `t` + partition (u32 BE) + kind (1) + due (u64 BE) + id (16) | empty: the deadline index, earliest first |
-//! | `e` + id (16) + offset (u64 BE)                      | the decision's code: the history index, an operation's events by offset |
+//! | `t` + partition (u32 BE) + kind (1) + due (u64 BE) + lowest id (16) | up to 256 ids (16 each, ascending) due then: the deadline index, earliest first |
+//! | `e` + id (16) + offset (u64 BE)                      | the decision's code: history entries beyond the record's 32 |
 //! | `m` + name                                           | metadata: format, log id, partitions    |
 //!
 //! sled 0.34 is beta software with corruption reports after `kill -9`; nothing here is the source
@@ -25,7 +26,9 @@
 
 mod committer;
 mod created;
+mod deadline_chunks;
 mod directory;
+mod history;
 mod layout;
 mod pending;
 mod reading;
@@ -41,8 +44,8 @@ use directory::{
     open_db, sync_parent, write_meta,
 };
 use layout::{
-    PREFIX_RECORD, applied_key, deadline_key, decode_deadline_key, decode_event_key,
-    decode_position, decode_queue_key, decode_record, event_prefix, queue_prefix, record_key,
+    PREFIX_RECORD, applied_key, decode_position, decode_queue_key, decode_record, queue_prefix,
+    record_key,
 };
 pub use pending::PENDING_ENTRIES_MAX;
 pub use reading::ReadingProjection;
@@ -60,7 +63,8 @@ use std::sync::Arc;
 /// 7: the arbiters' projection keeps the deadline index (there is no consumers' store).
 /// 8: the history index exists (each operation's event offsets).
 /// 9: a completed operation's result may carry its content (event schema version 3).
-pub const PROJECTION_FORMAT: u16 = 9;
+/// 10: a record's value carries its first history entries; the deadline index is chunked.
+pub const PROJECTION_FORMAT: u16 = 10;
 
 /// Entries a bulk handle ([`SledStore::bulk`]) writes to sled per sorted pass (its overlay
 /// holds up to twice as many, some hundreds of bytes each): larger passes insert faster, at the
@@ -326,25 +330,8 @@ impl ProjectionStore for SledStore {
         until_ms: u64,
         limit: usize,
     ) -> Result<Vec<Due>, ProjectionError> {
-        let start = deadline_key(partition, kind, 0, &OperationId([0; 16]));
-        let end = deadline_key(partition, kind, until_ms, &OperationId([0xff; 16]));
         let scan_sled = |decided: &dyn Fn(&OperationId) -> bool| {
-            let mut due = Vec::new();
-            for item in self.db.range(start..=end) {
-                if due.len() >= limit {
-                    break;
-                }
-                let (key, _) = item?;
-                let (due_ms, id) =
-                    decode_deadline_key(&key).ok_or_else(|| ProjectionError::Corrupt {
-                        what: format!("deadline index of partition {partition}"),
-                        reason: "key is not 30 bytes".into(),
-                    })?;
-                if !decided(&id) {
-                    due.push(Due { due_ms, id });
-                }
-            }
-            Ok(due)
+            deadline_chunks::scan(&self.db, partition, kind, until_ms, limit, decided)
         };
         self.committer
             .pending()
@@ -356,21 +343,14 @@ impl ProjectionStore for SledStore {
         id: &OperationId,
         limit: usize,
     ) -> Result<Vec<HistoryEntry>, ProjectionError> {
-        let corrupt = |reason: &str| ProjectionError::Corrupt {
-            what: format!("history index of operation {id}"),
-            reason: reason.to_owned(),
-        };
+        // The overlay first: an entry leaves it only once sled holds it.
         let pending = self.committer.pending().events(id, limit);
         let mut entries: std::collections::BTreeMap<u64, String> = pending
             .into_iter()
             .map(|e| (e.offset, e.decision))
             .collect();
-        for item in self.db.scan_prefix(event_prefix(id)).take(limit) {
-            let (key, value) = item?;
-            let offset = decode_event_key(&key).ok_or_else(|| corrupt("key is not 25 bytes"))?;
-            let decision =
-                String::from_utf8(value.to_vec()).map_err(|_| corrupt("decision is not text"))?;
-            entries.insert(offset, decision);
+        for e in history::read(&self.db, id, limit)? {
+            entries.insert(e.offset, e.decision);
         }
         Ok(entries
             .into_iter()

@@ -166,6 +166,7 @@ pub(super) fn event(r: &OperationRecord, offset: u64) -> crate::projection::Even
         id: r.id,
         offset,
         decision: "execute",
+        creates: false,
     }
 }
 
