@@ -190,6 +190,12 @@ impl Recovery {
             // Gone, or not readable now: look again next tick, not at once, so an entry that
             // cannot be worked never crowds out the others.
             Ok(None) => return self.hold(&item, self.options.tick),
+            // Its owner stopped serving since it said what is due (a restart, a move): every
+            // entry it listed fails alike, so one line per operation would be thousands.
+            Err(LedgerError::OwnerUnavailable(PartitionError::NotServing { .. })) => {
+                tracing::debug!(operation = %item.id, partition, "recovery: the partition has no serving owner now");
+                return self.hold(&item, self.options.tick);
+            }
             Err(e) => {
                 tracing::warn!(operation = %item.id, error = %e, "recovery: cannot read the record");
                 return self.hold(&item, self.options.tick);
@@ -224,6 +230,11 @@ impl Recovery {
         });
         let answer = match self.ledger.append_for(record.scope, start).await {
             Ok(answer) => answer,
+            // As when reading the record: the owner is starting or moving; next tick.
+            Err(LedgerError::OwnerUnavailable(PartitionError::NotServing { .. })) => {
+                tracing::debug!(operation = %record.id, "recovery: the partition has no serving owner now");
+                return None;
+            }
             Err(e) => {
                 tracing::warn!(operation = %record.id, error = %e, "recovery: cannot start");
                 return None;

@@ -341,7 +341,11 @@ fn extended_leases(
     touched: &HashSet<OperationId>,
 ) -> Result<Vec<DeadlineChange>, ProjectionError> {
     let mut moved = Vec::new();
-    for due in store.due(partition, DeadlineKind::Lease, u64::MAX, usize::MAX)? {
+    let mut running = store.due(partition, DeadlineKind::Lease, u64::MAX, usize::MAX)?;
+    // Looked up in id order, as a store keyed by id lays records out: after a restart every
+    // unfinished operation's lease moves, and neighbouring lookups share the pages they read.
+    running.sort_unstable_by_key(|due| due.id);
+    for due in running {
         if touched.contains(&due.id) {
             continue;
         }

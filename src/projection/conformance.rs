@@ -351,8 +351,8 @@ pub async fn check_history(store: &dyn ProjectionStore) {
 }
 
 /// An operation's history survives every later write of its record — with events, without
-/// (a lease moved), and past any number of events — and is read in order, before and after a
-/// flush, with the decision each event got.
+/// (a lease moved), and past any number of events, changing it or not — and is read in order,
+/// before and after a flush, with the decision each event got.
 pub async fn check_history_beside_records(store: &dyn ProjectionStore) {
     let event = |r: &OperationRecord, offset: u64, creates: bool| EventRef {
         id: r.id,
@@ -360,25 +360,34 @@ pub async fn check_history_beside_records(store: &dyn ProjectionStore) {
         decision: if creates { "execute" } else { "conflict" },
         creates,
     };
-    let (a, b) = (record(1, 1), record(2, 1));
+    let (a, b, c) = (record(1, 1), record(2, 1), record(3, 2));
+    // `c` is created and changed again within one commit.
     let created = Changes {
-        records: vec![a.clone(), b.clone()],
-        events: vec![event(&a, 0, true), event(&b, 1, true)],
+        records: vec![a.clone(), b.clone(), c.clone()],
+        events: vec![
+            event(&a, 0, true),
+            event(&b, 1, true),
+            event(&c, 2, true),
+            event(&c, 3, false),
+        ],
         ..Changes::default()
     };
     store
-        .commit(0, position(2), created)
+        .commit(0, position(4), created)
         .await
         .expect("commits");
+    assert_eq!(offsets(store, &a.id, 10), vec![0], "before a flush");
+    assert_eq!(offsets(store, &c.id, 10), vec![2, 3], "before a flush");
     store.flush().expect("flushes");
-    // `a` changes with an event, then without one, then takes many refused events.
+    // `a` changes with an event, then without one, then takes many events that leave it as
+    // it is, then changes again.
     let changed = Changes {
         records: vec![record(1, 2)],
-        events: vec![event(&a, 2, false)],
+        events: vec![event(&a, 4, false)],
         ..Changes::default()
     };
     store
-        .commit(0, position(3), changed)
+        .commit(0, position(5), changed)
         .await
         .expect("commits");
     store.flush().expect("flushes");
@@ -386,25 +395,37 @@ pub async fn check_history_beside_records(store: &dyn ProjectionStore) {
         records: vec![record(1, 3)],
         ..Changes::default()
     };
-    store.commit(0, position(4), quiet).await.expect("commits");
-    let mut expected = vec![0, 2];
+    store.commit(0, position(6), quiet).await.expect("commits");
+    let mut expected = vec![0, 4];
     for batch in 0..4u64 {
-        let offsets: Vec<u64> = (0..25).map(|i| 4 + batch * 25 + i).collect();
+        let offsets: Vec<u64> = (0..25).map(|i| 6 + batch * 25 + i).collect();
         expected.extend(&offsets);
         let refused = Changes {
             events: offsets.iter().map(|&o| event(&a, o, false)).collect(),
             ..Changes::default()
         };
-        let next = position(5 + (batch + 1) * 25);
-        store.commit(0, next, refused).await.expect("commits");
+        store
+            .commit(0, position(7 + (batch + 1) * 25), refused)
+            .await
+            .expect("commits");
         if batch % 2 == 1 {
             store.flush().expect("flushes");
         }
     }
-    assert_eq!(offsets(store, &a.id, 1000), expected);
-    assert_eq!(offsets(store, &a.id, 40), expected[..40]);
+    let later = Changes {
+        records: vec![record(1, 4)],
+        events: vec![event(&a, 200, false)],
+        ..Changes::default()
+    };
+    store
+        .commit(0, position(201), later)
+        .await
+        .expect("commits");
+    expected.push(200);
+    assert_eq!(offsets(store, &a.id, 1000), expected, "before a flush");
     store.flush().expect("flushes");
     assert_eq!(offsets(store, &a.id, 1000), expected);
+    assert_eq!(offsets(store, &a.id, 40), expected[..40]);
     let decisions: Vec<String> = store
         .history(&a.id, 3)
         .expect("reads")
@@ -413,7 +434,8 @@ pub async fn check_history_beside_records(store: &dyn ProjectionStore) {
         .collect();
     assert_eq!(decisions, ["execute", "conflict", "conflict"]);
     assert_eq!(offsets(store, &b.id, 10), vec![1]);
-    assert_eq!(store.get(&a.id).expect("reads"), Some(record(1, 3)));
+    assert_eq!(offsets(store, &c.id, 10), vec![2, 3]);
+    assert_eq!(store.get(&a.id).expect("reads"), Some(record(1, 4)));
     assert_eq!(store.get(&b.id).expect("reads"), Some(b));
 }
 

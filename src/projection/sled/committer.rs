@@ -201,7 +201,7 @@ struct Writes<'a> {
     /// Deadline entries by operation: (partition, the one sled holds, the one to hold).
     deadlines: BTreeMap<OperationId, (u32, Option<Deadline>, Option<Deadline>)>,
     positions: BTreeMap<u32, Position>,
-    /// History entries (id, offset) → decision: written once, never changed.
+    /// History entries by (id, offset): written once, never changed.
     events: BTreeMap<(OperationId, u64), NewEvent>,
 }
 

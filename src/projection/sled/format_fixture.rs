@@ -6,7 +6,7 @@
 //! start) and freeze the new format's fixture next to this one.
 
 use super::PROJECTION_FORMAT;
-use super::layout::{Body, decode_history, decode_record, encode_value, push_history, split_value};
+use super::layout::{decode_history, decode_record, encode_value, push_history, split_value};
 use crate::core::event::{BusinessResult, ResultBody};
 use crate::core::fingerprint::{Category, Fingerprint};
 use crate::core::key::OperationId;
@@ -40,7 +40,7 @@ fn stored(name: &str, record: &OperationRecord) -> Vec<u8> {
     for (offset, code) in history_of(name) {
         push_history(&mut history, offset, &code);
     }
-    encode_value(Body::Record(record), &history)
+    encode_value(record, &history)
 }
 
 fn samples() -> Vec<(&'static str, OperationRecord)> {

@@ -1,17 +1,21 @@
-//! Records and their history in sled: the history index kept inside each record's value.
+//! Records and their history in sled: history entries ride in their record's value.
 //!
 //! An auditor reads one operation's events without a scan, from its history entries (offset
 //! and decision code of each event). A key per event cost a sled insert per event on top of the
-//! record's own; but every event that changes an operation rewrites its record anyway, so the
-//! first [`HISTORY_INLINE_MAX`] entries ride in the record's value and cost nothing more. Later
-//! ones (an operation retried for days) go to `e` keys, so a record's writes stay short.
+//! record's own. An event that changes an operation rewrites its record anyway, so its entry
+//! rides in the record's value (up to [`HISTORY_INLINE_MAX`] of them, so the writes of a record
+//! with a long history stay short) and costs no insert of its own. An event that leaves the
+//! record as it was (a replay, a conflict, a refused call) gets an `e` key instead of a rewrite
+//! of a value that may hold a result of up to 128 KiB; so do entries past the maximum.
 //!
-//! Writing a record therefore carries over the history its stored value holds: the committer
-//! reads the value first, except for an operation its group creates (which has none).
+//! Rewriting a record carries over the entries its stored value holds: the committer reads the
+//! value first, except for an operation its group creates (which has none). A value that does
+//! not decode there fails the committer, hence every commit after it: a projection that is
+//! corrupt is rebuilt, not written around.
 
 use super::layout::{
-    Body, HISTORY_INLINE_MAX, decode_history, encode_value, event_key, event_prefix, push_history,
-    record_key, split_value,
+    HISTORY_INLINE_MAX, decode_event_key, decode_history, encode_value, event_key, event_prefix,
+    push_history, record_key, split_value,
 };
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
@@ -55,26 +59,21 @@ pub(super) fn write_records(
 }
 
 fn write_one(db: &sled::Db, id: &OperationId, t: &Touched<'_>) -> Result<(), ProjectionError> {
+    let Some(record) = t.record else {
+        // The record stays as it was: no rewrite of its value for the entries.
+        for (offset, e) in &t.events {
+            db.insert(&event_key(id, *offset)[..], e.decision.as_bytes())?;
+        }
+        return Ok(());
+    };
     let key = record_key(id);
     let created_here = t.events.first().is_some_and(|(_, e)| e.creates);
     let stored = if created_here { None } else { db.get(key)? };
     let what = || format!("operation {id}");
-    let stored = stored
-        .as_deref()
-        .map(|v| split_value(v, what))
-        .transpose()?;
-    let body = match (t.record, &stored) {
-        (Some(record), _) => Body::Record(record),
-        (None, Some(value)) => Body::Stored(value.body),
-        // No record anywhere (only an index was committed): every entry goes to `e` keys.
-        (None, None) => {
-            for (offset, e) in &t.events {
-                db.insert(&event_key(id, *offset)[..], e.decision.as_bytes())?;
-            }
-            return Ok(());
-        }
+    let old = match &stored {
+        Some(value) => split_value(value, what)?.history,
+        None => &[],
     };
-    let old = stored.as_ref().map_or(&[][..], |v| v.history);
     let mut inline = decode_history(old, what)?.len();
     let mut history = old.to_vec();
     let mut spilled = Vec::new();
@@ -86,16 +85,15 @@ fn write_one(db: &sled::Db, id: &OperationId, t: &Touched<'_>) -> Result<(), Pro
             spilled.push((offset, e.decision));
         }
     }
-    if t.record.is_some() || history.len() != old.len() {
-        db.insert(&key[..], encode_value(body, &history))?;
-    }
+    db.insert(&key[..], encode_value(record, &history))?;
     for (offset, decision) in spilled {
         db.insert(&event_key(id, offset)[..], decision.as_bytes())?;
     }
     Ok(())
 }
 
-/// The history entries sled holds of `id`, oldest first, at most `limit`.
+/// The history entries sled holds of `id`, oldest first, at most `limit`: those in its record's
+/// value (at most [`HISTORY_INLINE_MAX`]) and its first `limit` `e` keys, merged by offset.
 pub(super) fn read(
     db: &sled::Db,
     id: &OperationId,
@@ -106,27 +104,23 @@ pub(super) fn read(
         what: what(),
         reason: reason.to_owned(),
     };
+    // The `e` keys before the value: the committer writes a value before the `e` keys of the
+    // same group, so a value read after them holds every entry the group put inline.
     let mut entries = Vec::new();
-    if let Some(value) = db.get(record_key(id))? {
-        let value = split_value(&value, what)?;
-        let inline = decode_history(value.history, what)?;
-        entries.extend(
-            inline
-                .into_iter()
-                .take(limit)
-                .map(|(offset, code)| (offset, code.to_owned())),
-        );
-    }
-    for item in db.scan_prefix(event_prefix(id)) {
-        if entries.len() >= limit {
-            break;
-        }
+    for item in db.scan_prefix(event_prefix(id)).take(limit) {
         let (key, value) = item?;
-        let offset =
-            super::layout::decode_event_key(&key).ok_or_else(|| corrupt("key is not 25 bytes"))?;
+        let offset = decode_event_key(&key).ok_or_else(|| corrupt("key is not 25 bytes"))?;
         let decision = std::str::from_utf8(&value).map_err(|_| corrupt("decision is not text"))?;
         entries.push((offset, decision.to_owned()));
     }
+    if let Some(value) = db.get(record_key(id))? {
+        let value = split_value(&value, what)?;
+        let inline = decode_history(value.history, what)?;
+        entries.extend(inline.into_iter().map(|(o, code)| (o, code.to_owned())));
+    }
+    entries.sort_unstable_by_key(|(offset, _)| *offset);
+    entries.dedup_by_key(|(offset, _)| *offset);
+    entries.truncate(limit);
     Ok(entries
         .into_iter()
         .map(|(offset, decision)| HistoryEntry { offset, decision })

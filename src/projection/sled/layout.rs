@@ -173,39 +173,24 @@ pub(super) fn split_value(
     Ok(StoredValue { body, history })
 }
 
-/// A record's stored value: format, body length, body (the record as `body` holds it, or
-/// `record` encoded), history entries.
-pub(super) fn encode_value(body: Body<'_>, history: &[u8]) -> Vec<u8> {
+/// A record's stored value: format, record length, record, history entries.
+pub(super) fn encode_value(record: &OperationRecord, history: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(256 + history.len());
     out.extend_from_slice(&PROJECTION_FORMAT.to_le_bytes());
     out.extend_from_slice(&[0; 4]);
-    match body {
-        Body::Record(record) => {
-            // Plain data into a Vec: encoding cannot fail.
-            bincode::serde::encode_into_std_write(record, &mut out, bincode::config::standard())
-                .expect("operation record encodes");
-        }
-        Body::Stored(bytes) => out.extend_from_slice(bytes),
-    }
+    // Plain data into a Vec: encoding cannot fail.
+    bincode::serde::encode_into_std_write(record, &mut out, bincode::config::standard())
+        .expect("operation record encodes");
     let len = u32::try_from(out.len() - 6).expect("a record is far below 4 GiB");
     out[2..6].copy_from_slice(&len.to_le_bytes());
     out.extend_from_slice(history);
     out
 }
 
-/// The record part of a value to write.
-#[derive(Clone, Copy)]
-pub(super) enum Body<'a> {
-    /// This record, encoded.
-    Record(&'a OperationRecord),
-    /// As a stored value holds it already.
-    Stored(&'a [u8]),
-}
-
 /// A record's stored value with no history.
 #[cfg(test)]
 pub(super) fn encode_record(record: &OperationRecord) -> Vec<u8> {
-    encode_value(Body::Record(record), &[])
+    encode_value(record, &[])
 }
 
 /// Appends a history entry to a value's history part.

@@ -13,11 +13,11 @@
 //!
 //! | key                                                  | value                                   |
 //! |------------------------------------------------------|-----------------------------------------|
-//! | `o` + operation id (16)                              | format (u16 LE) + record length (u32 LE) + bincode record + its first 32 history entries (offset u64 LE, code length u8, code) |
+//! | `o` + operation id (16)                              | format (u16 LE) + record length (u32 LE) + bincode record + up to 32 history entries of events that changed it (offset u64 LE, code length u8, code) |
 //! | `a` + partition (u32 BE)                             | next offset, last time, owner since (3 × u64 BE), legacy ids (1) |
 //! | `q` + partition (u32 BE) + created (u64 BE) + id (16) | empty: in the operator queue (manual), oldest first |
-//! | `t` + partition (u32 BE) + kind (1) + due (u64 BE) + lowest id (16) | up to 256 ids (16 each, ascending) due then: the deadline index, earliest first |
-//! | `e` + id (16) + offset (u64 BE)                      | the decision's code: history entries beyond the record's 32 |
+//! | `t` + partition (u32 BE) + kind (1) + due (u64 BE) + id (16) | up to 256 ids (16 each, ascending, none below the key's) due then: the deadline index, earliest first |
+//! | `e` + id (16) + offset (u64 BE)                      | the decision's code: the history entries not in the record's value |
 //! | `m` + name                                           | metadata: format, log id, partitions    |
 //!
 //! sled 0.34 is beta software with corruption reports after `kill -9`; nothing here is the source
