@@ -45,13 +45,14 @@ pub struct Shared<L> {
 }
 
 impl<L: EventLog> Shared<L> {
-    /// Appends one event to `partition` and returns the wait for its decision (bounded by the
-    /// decision wait). Only an owner calls this: for its callers, or to record its ownership.
+    /// Appends one event to `partition` and returns the wait for its decision (bounded by
+    /// `wait`, if given). Only an owner calls this: for its callers, or to record its ownership.
     async fn append(
         &self,
         partition: u32,
         scope: ScopedHash,
         body: EventBody,
+        wait: Option<Duration>,
     ) -> Result<
         impl std::future::Future<Output = Result<Answer, PartitionError>> + '_,
         PartitionError,
@@ -94,11 +95,14 @@ impl<L: EventLog> Shared<L> {
             tracing::error!(partition, scope = %scope.prefix(), error = %e, "append failed");
             return Err(PartitionError::Unavailable(e.to_string()));
         }
-        let wait = self.decision_wait;
         Ok(async move {
             let _pending = pending;
-            match tokio::time::timeout(wait, decided).await {
-                Ok(Ok(answer)) => Ok(answer),
+            let answer = match wait {
+                Some(wait) => tokio::time::timeout(wait, decided).await.ok(),
+                None => Some(decided.await),
+            };
+            match answer {
+                Some(Ok(answer)) => Ok(answer),
                 _ => {
                     tracing::warn!(partition, scope = %scope.prefix(), "decision did not arrive in time");
                     Err(PartitionError::DecisionTimeout)
@@ -110,6 +114,11 @@ impl<L: EventLog> Shared<L> {
     /// Records in the log that `owner` (this node) took `partition` over, and waits until its
     /// arbiter has applied it. Call once the arbiter has caught up and runs, before serving:
     /// from this event on, no lease granted earlier lapses before its full length has passed.
+    ///
+    /// The wait has no bound: applying the event moves every running lease of the partition
+    /// (seconds for hundreds of thousands), and giving up would only append another ownership
+    /// event that moves them all again. The caller races it against the arbiter, which ends
+    /// the wait if it stops.
     pub async fn record_ownership(
         &self,
         partition: u32,
@@ -119,7 +128,7 @@ impl<L: EventLog> Shared<L> {
             rules: crate::core::machine::RULES_VERSION,
             owner: owner.to_owned(),
         });
-        self.append(partition, ScopedHash::of_partition(partition), body)
+        self.append(partition, ScopedHash::of_partition(partition), body, None)
             .await?
             .await
     }
@@ -160,7 +169,11 @@ impl<L: EventLog> LocalPartition<L> {
         body: EventBody,
     ) -> Result<Answer, PartitionError> {
         self.check_serving()?;
-        let decided = self.shared.append(self.partition, scope, body).await?;
+        let wait = Some(self.shared.decision_wait);
+        let decided = self
+            .shared
+            .append(self.partition, scope, body, wait)
+            .await?;
         tokio::select! {
             answer = decided => answer,
             // The arbiter stopped (the partition moved to another node): the event is durable
@@ -311,6 +324,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn given_an_arbiter_slower_than_the_decision_wait_when_ownership_is_recorded_then_it_is_waited_for_and_appended_once()
+     {
+        use crate::log::model::EventLog;
+        use crate::partition::follower::Follower;
+        let shared = Arc::new(shared());
+        let recording = shared.record_ownership(0, "node-1");
+        tokio::pin!(recording);
+        // Ten times the callers' 50 ms pass and no arbiter has applied the event (a move of
+        // many leases can take seconds): the wait goes on.
+        tokio::select! {
+            biased;
+            early = &mut recording => panic!("ended before its arbiter applied it: {early:?}"),
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+        let (_stop, stopped) = tokio::sync::watch::channel(false);
+        let store: SharedStore = shared.store.clone();
+        let arbiter = Follower::new(0, shared.log.clone(), store)
+            .expect("follows")
+            .observed_by(shared.replies.clone());
+        let recorded = tokio::select! {
+            recorded = &mut recording => recorded,
+            ended = arbiter.run(stopped) => panic!("the arbiter ended: {ended:?}"),
+        };
+        assert!(recorded.is_ok(), "{recorded:?}");
+        assert_eq!(
+            shared.log.end_offset(0).await.expect("end"),
+            1,
+            "one ownership event, not one per timeout"
+        );
+    }
+
+    #[tokio::test]
     async fn a_partition_lists_at_most_its_cap_of_due_entries_whatever_is_asked() {
         use crate::core::deadline::Deadline;
         use crate::projection::{Changes, DeadlineChange, Position};
@@ -388,7 +433,7 @@ mod tests {
             (1 - partition, operation, heartbeat),
         ] {
             assert!(matches!(
-                shared.append(p, scope, body).await,
+                shared.append(p, scope, body, None).await,
                 Err(PartitionError::Misrouted { .. })
             ));
         }
