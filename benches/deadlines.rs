@@ -69,6 +69,7 @@ async fn add(store: &SledStore, from: u32, to: u32, settled: bool) {
                 id: r.id,
                 from: None,
                 to: Some(Deadline { due_ms, kind }),
+                lease_ms: r.terms.lease_ms,
             });
             changes.records.push(r);
         }

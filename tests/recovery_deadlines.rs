@@ -89,6 +89,7 @@ async fn populate(store: &dyn ProjectionStore) {
                 due_ms: record.updated_at_ms + record.terms.retention_ms,
                 kind: DeadlineKind::Retention,
             }),
+            lease_ms: record.terms.lease_ms,
         });
         changes.records.push(record);
     }
@@ -265,6 +266,7 @@ async fn retention_expires_an_operation_with_a_legacy_id_on_a_shared_log() {
                 due_ms: settled_at + record.terms.retention_ms,
                 kind: DeadlineKind::Retention,
             }),
+            lease_ms: record.terms.lease_ms,
         }],
         records: vec![record.clone()],
         ..Changes::default()

@@ -361,6 +361,7 @@ mod tests {
                 due_ms,
                 kind: DeadlineKind::Lease,
             }),
+            lease_ms: 30_000,
         };
         let changes = Changes {
             deadlines: vec![lease(lapsed, NOW - 1), lease(later, NOW + 1)],

@@ -307,9 +307,12 @@ pub fn fold_batch(
             let from = was.and_then(|b| b.deadline);
             let to = deadline::next(&state.effective(r.clone()));
             if from != to {
-                changes
-                    .deadlines
-                    .push(DeadlineChange { id: r.id, from, to });
+                changes.deadlines.push(DeadlineChange {
+                    id: r.id,
+                    from,
+                    to,
+                    lease_ms: r.terms.lease_ms,
+                });
             }
         }
     }
@@ -341,27 +344,28 @@ fn extended_leases(
     touched: &HashSet<OperationId>,
 ) -> Result<Vec<DeadlineChange>, ProjectionError> {
     let mut moved = Vec::new();
-    let mut running = store.due(partition, DeadlineKind::Lease, u64::MAX, usize::MAX)?;
-    // Looked up in id order, as a store keyed by id lays records out: after a restart every
-    // unfinished operation's lease moves, and neighbouring lookups share the pages they read.
-    running.sort_unstable_by_key(|due| due.id);
-    for due in running {
+    for due in store.due(partition, DeadlineKind::Lease, u64::MAX, usize::MAX)? {
         if touched.contains(&due.id) {
             continue;
         }
-        let Some(record) = store.get(&due.id)? else {
-            continue;
-        };
-        let from = Some(Deadline {
-            due_ms: due.due_ms,
-            kind: DeadlineKind::Lease,
-        });
-        let to = deadline::next(&state.effective(record));
-        if from != to {
+        // A lease entry is a running operation's, indexed as `PartitionState::effective` made
+        // its lease: extended to the latest ownership change plus its length (its terms, which
+        // never change). A later change extends it the same way, from the entry alone — no
+        // record is read, which after a restart with many running operations took most of
+        // this. The index is the fold's own, so an entry always matches its record.
+        let floor = state.owner_since_ms.saturating_add(due.lease_ms);
+        if floor > due.due_ms {
+            let at = |due_ms| {
+                Some(Deadline {
+                    due_ms,
+                    kind: DeadlineKind::Lease,
+                })
+            };
             moved.push(DeadlineChange {
                 id: due.id,
-                from,
-                to,
+                from: at(due.due_ms),
+                to: at(floor),
+                lease_ms: due.lease_ms,
             });
         }
     }
@@ -529,6 +533,39 @@ mod tests {
             vec![(1_005_000, id(1)), (1_007_000, id(3))]
         );
         assert_eq!(f.due(DeadlineKind::Lease), vec![(32_000, id(2))]);
+    }
+
+    #[tokio::test]
+    async fn given_leases_of_different_lengths_when_the_owner_changes_then_each_runs_its_own_length_from_the_change()
+     {
+        let mut f = Fold::new();
+        let with_lease = |lease_ms| match claim("w") {
+            EventBody::Claimed(mut c) => {
+                c.terms.lease_ms = lease_ms;
+                EventBody::Claimed(c)
+            }
+            _ => unreachable!("a claim"),
+        };
+        f.apply(vec![
+            (1_000, scope(1), with_lease(5_000)),
+            (1_000, scope(2), with_lease(LEASE)),
+            (1_000, scope(3), with_lease(100_000)),
+        ])
+        .await;
+        // Taken over at 10 s: each lease runs its whole length again from then.
+        f.apply(vec![(10_000, ScopedHash::of_partition(0), owner_changed())])
+            .await;
+        assert_eq!(
+            f.due(DeadlineKind::Lease),
+            vec![(15_000, id(1)), (40_000, id(2)), (110_000, id(3))]
+        );
+        // A second change moves each again by its own length.
+        f.apply(vec![(20_000, ScopedHash::of_partition(0), owner_changed())])
+            .await;
+        assert_eq!(
+            f.due(DeadlineKind::Lease),
+            vec![(25_000, id(1)), (50_000, id(2)), (120_000, id(3))]
+        );
     }
 
     #[tokio::test]

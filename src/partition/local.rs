@@ -384,6 +384,7 @@ mod tests {
                 due_ms: 500,
                 kind: DeadlineKind::Lease,
             }),
+            lease_ms: 30_000,
         };
         let changes = Changes {
             deadlines: (0..DUE_PER_KIND_MAX as u32 + 10).map(lapsed).collect(),

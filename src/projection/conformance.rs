@@ -214,10 +214,14 @@ pub async fn check_deadlines(store: &dyn ProjectionStore) {
         record(3, 1).id,
         record(4, 1).id,
     );
+    // Each entry keeps its own lease length beside it.
+    let lease_of =
+        |id| ([a, b, c, d].iter().position(|x| *x == id).unwrap_or(9) as u64 + 1) * 1_000;
     let add = |id, due, kind| DeadlineChange {
         id,
         from: None,
         to: deadline(due, kind),
+        lease_ms: lease_of(id),
     };
     move_deadlines(
         store,
@@ -231,7 +235,11 @@ pub async fn check_deadlines(store: &dyn ProjectionStore) {
             .due(partition, kind, until, limit)
             .expect("reads the index")
     };
-    let at = |due_ms, id| Due { due_ms, id };
+    let at = |due_ms, id| Due {
+        due_ms,
+        id,
+        lease_ms: lease_of(id),
+    };
     assert_eq!(
         due(0, Lease, 100, 10),
         vec![at(50, b), at(100, a)],
@@ -261,11 +269,13 @@ pub async fn check_deadlines(store: &dyn ProjectionStore) {
                 id: a,
                 from: deadline(100, Lease),
                 to: deadline(20, Lease),
+                lease_ms: lease_of(a),
             },
             DeadlineChange {
                 id: b,
                 from: deadline(50, Lease),
                 to: None,
+                lease_ms: lease_of(b),
             },
         ],
     )

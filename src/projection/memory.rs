@@ -10,7 +10,7 @@ use super::{
 use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 #[derive(Default)]
@@ -23,8 +23,8 @@ struct Maps {
     positions: HashMap<u32, Position>,
     /// (partition, request time, id).
     queue: BTreeSet<(u32, u64, OperationId)>,
-    /// (partition, kind, due, id).
-    deadlines: BTreeSet<(u32, DeadlineKind, u64, OperationId)>,
+    /// (partition, kind, due, id) → lease length.
+    deadlines: BTreeMap<(u32, DeadlineKind, u64, OperationId), u64>,
     /// (id, offset) → decision.
     events: HistoryMap,
 }
@@ -96,7 +96,7 @@ impl ProjectionStore for MemoryStore {
                 maps.deadlines.remove(&entry(change.id, from));
             }
             if let Some(to) = change.to {
-                maps.deadlines.insert(entry(change.id, to));
+                maps.deadlines.insert(entry(change.id, to), change.lease_ms);
             }
         }
         maps.events.extend(
@@ -147,9 +147,10 @@ impl ProjectionStore for MemoryStore {
             .deadlines
             .range(start..=end)
             .take(limit)
-            .map(|(_, _, due_ms, id)| Due {
-                due_ms: *due_ms,
-                id: *id,
+            .map(|(&(_, _, due_ms, id), &lease_ms)| Due {
+                due_ms,
+                id,
+                lease_ms,
             })
             .collect())
     }

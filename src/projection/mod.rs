@@ -73,6 +73,10 @@ pub struct DeadlineChange {
     pub from: Option<Deadline>,
     /// Its deadline now (`None`: nothing falls due).
     pub to: Option<Deadline>,
+    /// Its lease's length (its terms), kept beside the entry: an ownership change extends a
+    /// running lease to at least this long after the change, and moves its entry without
+    /// reading its record.
+    pub lease_ms: u64,
 }
 
 /// An entry of the deadline index.
@@ -82,6 +86,8 @@ pub struct Due {
     pub due_ms: u64,
     /// The operation.
     pub id: OperationId,
+    /// Its lease's length, as its [`DeadlineChange`] gave it.
+    pub lease_ms: u64,
 }
 
 /// An event of an operation: an entry of the history index.

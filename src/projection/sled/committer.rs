@@ -198,8 +198,9 @@ struct Writes<'a> {
     records: BTreeMap<OperationId, &'a OperationRecord>,
     /// Queue entries by (partition, request time, id): whether queued at the end.
     queue: BTreeMap<(u32, u64, OperationId), bool>,
-    /// Deadline entries by operation: (partition, the one sled holds, the one to hold).
-    deadlines: BTreeMap<OperationId, (u32, Option<Deadline>, Option<Deadline>)>,
+    /// Deadline entries by operation: (partition, the one sled holds, the one to hold, the
+    /// lease length to hold with it).
+    deadlines: BTreeMap<OperationId, (u32, Option<Deadline>, Option<Deadline>, u64)>,
     positions: BTreeMap<u32, Position>,
     /// History entries by (id, offset): written once, never changed.
     events: BTreeMap<(OperationId, u64), NewEvent>,
@@ -219,8 +220,8 @@ impl<'a> Writes<'a> {
             for change in &c.deadlines {
                 w.deadlines
                     .entry(change.id)
-                    .and_modify(|e| e.2 = change.to)
-                    .or_insert((c.partition, change.from, change.to));
+                    .and_modify(|e| (e.2, e.3) = (change.to, change.lease_ms))
+                    .or_insert((c.partition, change.from, change.to, change.lease_ms));
             }
             w.events.extend(c.events.iter().map(|e| {
                 let event = NewEvent {
@@ -254,15 +255,21 @@ fn write(db: &sled::Db, w: &Writes<'_>) -> Result<(), ProjectionError> {
         }
     }
     let mut chunks = Chunks::new(db);
-    let moved = || w.deadlines.iter().filter(|(_, (_, from, to))| from != to);
-    for (id, &(partition, from, _)) in moved() {
+    // An entry that stays where it was keeps its lease length too: a lease's length is fixed
+    // by the operation's terms.
+    let moved = || {
+        w.deadlines
+            .iter()
+            .filter(|(_, (_, from, to, _))| from != to)
+    };
+    for (id, &(partition, from, _, _)) in moved() {
         if let Some(from) = from {
             chunks.remove(partition, from, *id)?;
         }
     }
-    for (id, &(partition, _, to)) in moved() {
+    for (id, &(partition, _, to, lease_ms)) in moved() {
         if let Some(to) = to {
-            chunks.add(partition, to, *id)?;
+            chunks.add(partition, to, *id, lease_ms)?;
         }
     }
     chunks.write()?;
@@ -309,6 +316,7 @@ mod tests {
                 id: record.id,
                 from: deadline.0.and_then(lease),
                 to: deadline.1.and_then(lease),
+                lease_ms: 1_000 * version,
             }],
             records: vec![Arc::new(record)],
             room: 3,
@@ -331,8 +339,8 @@ mod tests {
         assert!(w.queue[&(3, 7, id)], "queued as the last commit left it");
         assert_eq!(
             w.deadlines[&id],
-            (3, None, lease(300)),
-            "from what sled holds to the last"
+            (3, None, lease(300), 3_000),
+            "from what sled holds to the last, with the last lease length"
         );
         assert_eq!(w.positions.len(), 1);
         assert_eq!(w.positions[&3].next_offset, 3, "the last position");
@@ -347,7 +355,7 @@ mod tests {
         ];
         let w = Writes::of(&group);
         let id = group[0].records[0].id;
-        let (_, from, to) = w.deadlines[&id];
+        let (_, from, to, _) = w.deadlines[&id];
         assert_eq!((from, to), (None, None), "written as nothing to do");
     }
 }

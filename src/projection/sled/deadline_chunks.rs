@@ -7,7 +7,8 @@
 //! operation.
 //!
 //! A chunk's key is `t` + partition + kind + due + its lowest id when it was made (see
-//! `layout.rs`); its value, at most [`CHUNK_IDS_MAX`] ids of 16 bytes, ascending. Every id in a
+//! `layout.rs`); its value, at most [`CHUNK_IDS_MAX`] entries of an id (16 bytes) and its
+//! lease's length (u64 LE), ascending by id. Every id in a
 //! chunk is at least the chunk's key id and below the next chunk's (of the same due time), so
 //! the chunk an id belongs in is the last one whose key is at most the id's own — one backwards
 //! seek in sled. A chunk that grows past the maximum splits in two; one emptied goes.
@@ -23,14 +24,17 @@ use crate::core::key::OperationId;
 use crate::projection::{Due, ProjectionError};
 use std::collections::BTreeMap;
 
-/// Most ids a chunk holds (4 KiB): a write of a chunk rewrites all of them.
+/// Most ids a chunk holds (6 KiB): a write of a chunk rewrites all of them.
 pub(super) const CHUNK_IDS_MAX: usize = 256;
+
+/// Bytes of an entry: an id and its lease length.
+const ENTRY_BYTES: usize = 24;
 
 type ChunkKey = [u8; 30];
 
 struct Chunk {
-    /// Ascending.
-    ids: Vec<OperationId>,
+    /// Ids and their lease lengths (used by Lease entries only), ascending by id.
+    ids: Vec<(OperationId, u64)>,
     /// Whether sled holds a value under its key (one to replace or remove).
     in_sled: bool,
     /// Whether it changed since it was read.
@@ -51,13 +55,20 @@ fn corrupt(partition: u32, reason: &str) -> ProjectionError {
     }
 }
 
-fn ids_of(value: &[u8], partition: u32) -> Result<Vec<OperationId>, ProjectionError> {
-    if value.is_empty() || !value.len().is_multiple_of(16) {
-        return Err(corrupt(partition, "a chunk is not a list of 16-byte ids"));
+fn ids_of(value: &[u8], partition: u32) -> Result<Vec<(OperationId, u64)>, ProjectionError> {
+    if value.is_empty() || !value.len().is_multiple_of(ENTRY_BYTES) {
+        return Err(corrupt(
+            partition,
+            "a chunk is not a list of 24-byte entries",
+        ));
     }
     Ok(value
-        .chunks_exact(16)
-        .map(|id| OperationId(id.try_into().expect("16 bytes")))
+        .chunks_exact(ENTRY_BYTES)
+        .map(|e| {
+            let (id, lease) = e.split_at(16);
+            let id = OperationId(id.try_into().expect("16 bytes"));
+            (id, u64::from_le_bytes(lease.try_into().expect("8 bytes")))
+        })
         .collect())
 }
 
@@ -70,18 +81,19 @@ impl<'a> Chunks<'a> {
         }
     }
 
-    /// Indexes `id` under deadline `d` of `partition`.
+    /// Indexes `id`, whose lease is `lease_ms` long, under deadline `d` of `partition`.
     pub(super) fn add(
         &mut self,
         partition: u32,
         d: Deadline,
         id: OperationId,
+        lease_ms: u64,
     ) -> Result<(), ProjectionError> {
         let key = deadline_key(partition, d.kind, d.due_ms, &id);
         let Some(at) = self.floor(partition, key)? else {
             // Below every chunk of its due time (or the first): a chunk of its own.
             let chunk = Chunk {
-                ids: vec![id],
+                ids: vec![(id, lease_ms)],
                 in_sled: false,
                 dirty: true,
             };
@@ -89,14 +101,21 @@ impl<'a> Chunks<'a> {
             return Ok(());
         };
         let chunk = self.loaded.get_mut(&at).expect("floor loads its chunk");
-        if let Err(i) = chunk.ids.binary_search(&id) {
-            chunk.ids.insert(i, id);
-            chunk.dirty = true;
+        match chunk.ids.binary_search_by_key(&id, |e| e.0) {
+            Ok(i) if chunk.ids[i].1 == lease_ms => {}
+            Ok(i) => {
+                chunk.ids[i].1 = lease_ms;
+                chunk.dirty = true;
+            }
+            Err(i) => {
+                chunk.ids.insert(i, (id, lease_ms));
+                chunk.dirty = true;
+            }
         }
         if chunk.ids.len() > CHUNK_IDS_MAX {
             let upper = chunk.ids.split_off(chunk.ids.len() / 2);
             // Above every id left behind and below the next chunk's key: a key of its own.
-            let key = deadline_key(partition, d.kind, d.due_ms, &upper[0]);
+            let key = deadline_key(partition, d.kind, d.due_ms, &upper[0].0);
             let chunk = Chunk {
                 ids: upper,
                 in_sled: false,
@@ -117,7 +136,7 @@ impl<'a> Chunks<'a> {
         let key = deadline_key(partition, d.kind, d.due_ms, &id);
         if let Some(at) = self.floor(partition, key)? {
             let chunk = self.loaded.get_mut(&at).expect("floor loads its chunk");
-            if let Ok(i) = chunk.ids.binary_search(&id) {
+            if let Ok(i) = chunk.ids.binary_search_by_key(&id, |e| e.0) {
                 chunk.ids.remove(i);
                 chunk.dirty = true;
             }
@@ -181,8 +200,13 @@ impl<'a> Chunks<'a> {
     }
 }
 
-fn encode(ids: &[OperationId]) -> Vec<u8> {
-    ids.iter().flat_map(|id| id.0).collect()
+fn encode(ids: &[(OperationId, u64)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ids.len() * ENTRY_BYTES);
+    for (id, lease_ms) in ids {
+        out.extend_from_slice(&id.0);
+        out.extend_from_slice(&lease_ms.to_le_bytes());
+    }
+    out
 }
 
 /// The entries of `partition`'s deadlines of `kind` due by `until_ms` that sled holds, earliest
@@ -203,13 +227,17 @@ pub(super) fn scan(
         let (key, value) = item?;
         let (due_ms, _) =
             decode_deadline_key(&key).ok_or_else(|| corrupt(partition, "key is not 30 bytes"))?;
-        for id in ids_of(&value, partition)? {
+        for (id, lease_ms) in ids_of(&value, partition)? {
             if due.len() >= limit {
                 return Ok(due);
             }
-            let entry = Due { due_ms, id };
+            let entry = Due {
+                due_ms,
+                id,
+                lease_ms,
+            };
             // A repeat left by a split under way (see the module docs).
-            if last.is_some_and(|l| l >= entry) {
+            if last.is_some_and(|l| (l.due_ms, l.id) >= (due_ms, id)) {
                 continue;
             }
             last = Some(entry);
@@ -238,11 +266,21 @@ mod tests {
         OperationId(id)
     }
 
+    /// The lease length the tests index `id(n)` with.
+    fn lease_of(n: u16) -> u64 {
+        1_000 + u64::from(n)
+    }
+
+    /// What is listed, each entry checked to carry the lease length it was added with.
     fn listed(db: &sled::Db, until: u64) -> Vec<(u64, OperationId)> {
         scan(db, 1, DeadlineKind::Lease, until, usize::MAX, &|_| false)
             .expect("scans")
             .into_iter()
-            .map(|d| (d.due_ms, d.id))
+            .map(|d| {
+                let n = u16::from_be_bytes([d.id.0[0], d.id.0[1]]);
+                assert_eq!(d.lease_ms, lease_of(n), "the lease length of {n}");
+                (d.due_ms, d.id)
+            })
             .collect()
     }
 
@@ -265,7 +303,7 @@ mod tests {
         for group in all.chunks(300) {
             apply(&db, |c| {
                 for &n in group {
-                    c.add(1, lease(50), id(n)).expect("adds");
+                    c.add(1, lease(50), id(n), lease_of(n)).expect("adds");
                 }
             });
         }
@@ -286,7 +324,8 @@ mod tests {
         let db = sled::Config::new().temporary(true).open().expect("db");
         apply(&db, |c| {
             for n in 0..600 {
-                c.add(1, lease(10 + u64::from(n % 3)), id(n)).expect("adds");
+                c.add(1, lease(10 + u64::from(n % 3)), id(n), lease_of(n))
+                    .expect("adds");
             }
         });
         apply(&db, |c| {
@@ -317,15 +356,41 @@ mod tests {
     }
 
     #[test]
+    fn given_an_indexed_id_when_added_again_then_it_is_listed_once_with_its_latest_lease_length() {
+        let db = sled::Config::new().temporary(true).open().expect("db");
+        apply(&db, |c| c.add(1, lease(5), id(1), 7).expect("adds"));
+        apply(&db, |c| c.add(1, lease(5), id(1), 9).expect("adds"));
+        let due = scan(&db, 1, DeadlineKind::Lease, 5, 10, &|_| false).expect("scans");
+        assert_eq!(
+            due,
+            vec![Due {
+                due_ms: 5,
+                id: id(1),
+                lease_ms: 9
+            }]
+        );
+    }
+
+    #[test]
     fn given_an_id_in_two_chunks_as_a_split_under_way_leaves_it_when_scanned_then_it_is_listed_once()
      {
         let db = sled::Config::new().temporary(true).open().expect("db");
         let low = deadline_key(1, DeadlineKind::Lease, 7, &id(1));
         let high = deadline_key(1, DeadlineKind::Lease, 7, &id(3));
-        db.insert(&low[..], encode(&[id(1), id(3), id(4)]))
-            .expect("inserts");
-        db.insert(&high[..], encode(&[id(3), id(4)]))
-            .expect("inserts");
+        db.insert(
+            &low[..],
+            encode(&[
+                (id(1), lease_of(1)),
+                (id(3), lease_of(3)),
+                (id(4), lease_of(4)),
+            ]),
+        )
+        .expect("inserts");
+        db.insert(
+            &high[..],
+            encode(&[(id(3), lease_of(3)), (id(4), lease_of(4))]),
+        )
+        .expect("inserts");
         assert_eq!(listed(&db, 7), vec![(7, id(1)), (7, id(3)), (7, id(4))]);
     }
 
@@ -338,11 +403,11 @@ mod tests {
             kind: DeadlineKind::Retention,
         };
         apply(&db, |c| {
-            c.add(1, lease(5), id(1)).expect("adds");
-            c.add(2, lease(5), id(2)).expect("adds");
-            c.add(1, retention, id(3)).expect("adds");
-            c.add(1, lease(6), id(4)).expect("adds");
-            c.add(1, lease(6), id(5)).expect("adds");
+            c.add(1, lease(5), id(1), lease_of(1)).expect("adds");
+            c.add(2, lease(5), id(2), lease_of(2)).expect("adds");
+            c.add(1, retention, id(3), lease_of(3)).expect("adds");
+            c.add(1, lease(6), id(4), lease_of(4)).expect("adds");
+            c.add(1, lease(6), id(5), lease_of(5)).expect("adds");
         });
         assert_eq!(listed(&db, 6), vec![(5, id(1)), (6, id(4)), (6, id(5))]);
         let two = scan(&db, 1, DeadlineKind::Lease, 6, 2, &|i| *i == id(4)).expect("scans");

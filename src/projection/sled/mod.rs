@@ -16,7 +16,7 @@
 //! | `o` + operation id (16)                              | format (u16 LE) + record length (u32 LE) + bincode record + up to 32 history entries of events that changed it (offset u64 LE, code length u8, code) |
 //! | `a` + partition (u32 BE)                             | next offset, last time, owner since (3 × u64 BE), legacy ids (1) |
 //! | `q` + partition (u32 BE) + created (u64 BE) + id (16) | empty: in the operator queue (manual), oldest first |
-//! | `t` + partition (u32 BE) + kind (1) + due (u64 BE) + id (16) | up to 256 ids (16 each, ascending, none below the key's) due then: the deadline index, earliest first |
+//! | `t` + partition (u32 BE) + kind (1) + due (u64 BE) + id (16) | up to 256 entries due then, each an id (16) and its lease length (u64 LE), ascending by id, none below the key's: the deadline index, earliest first |
 //! | `e` + id (16) + offset (u64 BE)                      | the decision's code: the history entries not in the record's value |
 //! | `m` + name                                           | metadata: format, log id, partitions    |
 //!
@@ -64,7 +64,8 @@ use std::sync::Arc;
 /// 8: the history index exists (each operation's event offsets).
 /// 9: a completed operation's result may carry its content (event schema version 3).
 /// 10: a record's value carries its first history entries; the deadline index is chunked.
-pub const PROJECTION_FORMAT: u16 = 10;
+/// 11: each deadline-index entry carries its operation's lease length (24-byte entries).
+pub const PROJECTION_FORMAT: u16 = 11;
 
 /// Entries a bulk handle ([`SledStore::bulk`]) writes to sled per sorted pass (its overlay
 /// holds up to twice as many, some hundreds of bytes each): larger passes insert faster, at the

@@ -14,10 +14,10 @@ use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
 use crate::projection::{
-    Changes, Due, EventRef, HistoryEntry, HistoryMap, Position, ProjectionError, QueueChange,
-    history_in,
+    Changes, DeadlineChange, Due, EventRef, HistoryEntry, HistoryMap, Position, ProjectionError,
+    QueueChange, history_in,
 };
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tokio::sync::Semaphore;
 
@@ -67,8 +67,8 @@ struct Overlay {
     queue: HashMap<OperationId, (u64, u32, u64, bool)>,
     /// Deadline as last committed: (seq, partition, deadline).
     deadlines: HashMap<OperationId, (u64, u32, Option<Deadline>)>,
-    /// The deadlines above that exist, ordered as the index is.
-    due: BTreeSet<(u32, DeadlineKind, u64, OperationId)>,
+    /// The deadlines above that exist, ordered as the index is, with their lease lengths.
+    due: BTreeMap<(u32, DeadlineKind, u64, OperationId), u64>,
     /// History entries (id, offset) → decision not yet in sled; they never change, so an
     /// entry goes once the commit that added it is written.
     events: HistoryMap,
@@ -151,7 +151,7 @@ impl Pending {
             overlay.queue.insert(change.id, entry);
         }
         for change in &changes.deadlines {
-            overlay.set_deadline(seq, partition, change.id, change.to);
+            overlay.set_deadline(seq, partition, change);
         }
         overlay.events.extend(
             changes
@@ -310,13 +310,13 @@ impl Pending {
         let mut due = scan_sled(&|id| overlay.deadlines.contains_key(id))?;
         let from = (partition, kind, 0, OperationId([0; 16]));
         let to = (partition, kind, until_ms, OperationId([0xff; 16]));
-        due.extend(
-            overlay
-                .due
-                .range(from..=to)
-                .take(limit)
-                .map(|&(_, _, due_ms, id)| Due { due_ms, id }),
-        );
+        due.extend(overlay.due.range(from..=to).take(limit).map(
+            |(&(_, _, due_ms, id), &lease_ms)| Due {
+                due_ms,
+                id,
+                lease_ms,
+            },
+        ));
         drop(overlay);
         due.sort_unstable();
         due.truncate(limit);
@@ -325,14 +325,16 @@ impl Pending {
 }
 
 impl Overlay {
-    fn set_deadline(&mut self, seq: u64, partition: u32, id: OperationId, to: Option<Deadline>) {
+    fn set_deadline(&mut self, seq: u64, partition: u32, change: &DeadlineChange) {
+        let id = change.id;
         if let Some((_, p, Some(d))) = self.deadlines.get(&id) {
             let old = (*p, d.kind, d.due_ms, id);
             self.due.remove(&old);
         }
-        if let Some(d) = to {
-            self.due.insert((partition, d.kind, d.due_ms, id));
+        if let Some(d) = change.to {
+            self.due
+                .insert((partition, d.kind, d.due_ms, id), change.lease_ms);
         }
-        self.deadlines.insert(id, (seq, partition, to));
+        self.deadlines.insert(id, (seq, partition, change.to));
     }
 }

@@ -158,6 +158,7 @@ fn lease(
         id: r.id,
         from: from.map(d),
         to: to.map(d),
+        lease_ms: r.terms.lease_ms,
     }
 }
 
@@ -220,7 +221,8 @@ async fn given_commits_not_yet_in_sled_when_read_then_they_shadow_what_sled_hold
             due,
             vec![Due {
                 due_ms: 20,
-                id: a.id
+                id: a.id,
+                lease_ms: a.terms.lease_ms,
             }],
             "{when}"
         );
