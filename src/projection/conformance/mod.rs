@@ -2,6 +2,10 @@
 //! empty stores; [`check_restart`] takes one that opens the *same* storage on every call (the
 //! previous handle is dropped first, after `close` has been called on it).
 
+mod history;
+
+pub use history::{check_history, check_history_beside_records};
+
 use super::{
     Changes, DeadlineChange, Due, EventRef, HistoryEntry, Position, ProjectionStore, QueueChange,
 };
@@ -314,144 +318,6 @@ pub async fn check_concurrent_partitions<S: ProjectionStore>(store: S) {
         assert_eq!(store.position(partition).expect("reads"), position(20));
     }
     assert_eq!(store.records().count(), 80);
-}
-
-/// An operation's events are listed by offset, oldest first, whatever order and commits they
-/// came in; a limit takes the oldest; other operations' events never show.
-pub async fn check_history(store: &dyn ProjectionStore) {
-    let (a, b) = (record(1, 1), record(2, 1));
-    let events = |refs: &[(&OperationRecord, u64)]| Changes {
-        events: refs
-            .iter()
-            .map(|(r, offset)| EventRef {
-                id: r.id,
-                offset: *offset,
-                decision: if *offset % 2 == 0 {
-                    "replay"
-                } else {
-                    "execute"
-                },
-                creates: false,
-            })
-            .collect(),
-        ..Changes::default()
-    };
-    assert_eq!(offsets(store, &a.id, 10), Vec::<u64>::new());
-    let first = events(&[(&a, 3), (&b, 4), (&a, 7)]);
-    store.commit(0, position(8), first).await.expect("commits");
-    assert_eq!(offsets(store, &a.id, 10), vec![3, 7]);
-    let second = events(&[(&b, 8), (&a, 9)]);
-    store
-        .commit(0, position(10), second)
-        .await
-        .expect("commits");
-    assert_eq!(offsets(store, &a.id, 10), vec![3, 7, 9]);
-    assert_eq!(offsets(store, &a.id, 2), vec![3, 7]);
-    assert_eq!(offsets(store, &b.id, 10), vec![4, 8]);
-    assert_eq!(offsets(store, &record(3, 1).id, 10), Vec::<u64>::new());
-    let decisions: Vec<String> = store
-        .history(&b.id, 10)
-        .expect("reads")
-        .into_iter()
-        .map(|e| e.decision)
-        .collect();
-    assert_eq!(decisions, ["replay", "replay"]);
-    store.flush().expect("flushes");
-    assert_eq!(offsets(store, &a.id, 10), vec![3, 7, 9]);
-}
-
-/// An operation's history survives every later write of its record — with events, without
-/// (a lease moved), and past any number of events, changing it or not — and is read in order,
-/// before and after a flush, with the decision each event got.
-pub async fn check_history_beside_records(store: &dyn ProjectionStore) {
-    let event = |r: &OperationRecord, offset: u64, creates: bool| EventRef {
-        id: r.id,
-        offset,
-        decision: if creates { "execute" } else { "conflict" },
-        creates,
-    };
-    let (a, b, c) = (record(1, 1), record(2, 1), record(3, 2));
-    // `c` is created and changed again within one commit.
-    let created = Changes {
-        records: vec![a.clone(), b.clone(), c.clone()],
-        events: vec![
-            event(&a, 0, true),
-            event(&b, 1, true),
-            event(&c, 2, true),
-            event(&c, 3, false),
-        ],
-        ..Changes::default()
-    };
-    store
-        .commit(0, position(4), created)
-        .await
-        .expect("commits");
-    assert_eq!(offsets(store, &a.id, 10), vec![0], "before a flush");
-    assert_eq!(offsets(store, &c.id, 10), vec![2, 3], "before a flush");
-    store.flush().expect("flushes");
-    // `a` changes with an event, then without one, then takes many events that leave it as
-    // it is, then changes again.
-    let changed = Changes {
-        records: vec![record(1, 2)],
-        events: vec![event(&a, 4, false)],
-        ..Changes::default()
-    };
-    store
-        .commit(0, position(5), changed)
-        .await
-        .expect("commits");
-    store.flush().expect("flushes");
-    let quiet = Changes {
-        records: vec![record(1, 3)],
-        ..Changes::default()
-    };
-    store.commit(0, position(6), quiet).await.expect("commits");
-    let mut expected = vec![0, 4];
-    for batch in 0..4u64 {
-        let offsets: Vec<u64> = (0..25).map(|i| 6 + batch * 25 + i).collect();
-        expected.extend(&offsets);
-        let refused = Changes {
-            events: offsets.iter().map(|&o| event(&a, o, false)).collect(),
-            ..Changes::default()
-        };
-        store
-            .commit(0, position(7 + (batch + 1) * 25), refused)
-            .await
-            .expect("commits");
-        if batch % 2 == 1 {
-            store.flush().expect("flushes");
-        }
-    }
-    let later = Changes {
-        records: vec![record(1, 4)],
-        events: vec![event(&a, 200, false)],
-        ..Changes::default()
-    };
-    store
-        .commit(0, position(201), later)
-        .await
-        .expect("commits");
-    expected.push(200);
-    assert_eq!(offsets(store, &a.id, 1000), expected, "before a flush");
-    store.flush().expect("flushes");
-    assert_eq!(offsets(store, &a.id, 1000), expected);
-    assert_eq!(offsets(store, &a.id, 40), expected[..40]);
-    let decisions: Vec<String> = store
-        .history(&a.id, 3)
-        .expect("reads")
-        .into_iter()
-        .map(|e| e.decision)
-        .collect();
-    assert_eq!(decisions, ["execute", "conflict", "conflict"]);
-    assert_eq!(offsets(store, &b.id, 10), vec![1]);
-    assert_eq!(offsets(store, &c.id, 10), vec![2, 3]);
-    assert_eq!(store.get(&a.id).expect("reads"), Some(record(1, 4)));
-    assert_eq!(store.get(&b.id).expect("reads"), Some(b));
-}
-
-fn offsets(store: &dyn ProjectionStore, id: &OperationId, limit: usize) -> Vec<u64> {
-    let history = store.history(id, limit).expect("reads");
-    history.into_iter().map(|e| e.offset).collect()
 }
 
 /// What was committed is there after a restart.
