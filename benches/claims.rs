@@ -4,21 +4,20 @@
 //! - baseline A: the raw embedded log, one record per append, many appenders (the ceiling);
 //! - baseline B: the same log with one appender (what one fsync per claim costs);
 //! - in-process claims through the ledger (keys, fingerprints, log, arbiter, sled), distinct keys;
-//! - HTTP claims against the real `opledger serve` binary, many concurrent keep-alive clients;
+//!
+//! HTTP claims are measured by `scripts/bench` with wrk against the real binary, not here: a
+//! load generator nobody here wrote is the figure to trust.
 //!
 //! Each with claims/s, p50/p99 latency, peak RSS, RSS as operations accumulate, and ratios.
 
 mod common;
 
-use common::{Figures, TOKEN, charge_body, claim_charge, drive, principal, principal_and_tool};
+use common::{Figures, charge_body, claim_charge, drive, principal, principal_and_tool};
 use opledger::config::Config;
 use opledger::ledger::Claimed;
 use opledger::log::embedded::{EmbeddedLog, EmbeddedOptions};
 use opledger::log::model::{EventLog, NewRecord, partition_for};
 use opledger::node::Node;
-use serde_json::json;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -60,8 +59,8 @@ fn rss_kib(pid: &str, field: &str) -> u64 {
 }
 
 /// The config of a bench node whose data lives below `dir`.
-fn config_text(dir: &std::path::Path, partitions: u32) -> String {
-    format!(
+fn config(dir: &std::path::Path, partitions: u32) -> Config {
+    let text = format!(
         r#"
 data_dir = "{}"
 listen = "127.0.0.1:0"
@@ -73,11 +72,8 @@ projection_cache_mb = 64
         dir.join("data").display(),
         writer_threads_line(),
         principal_and_tool(),
-    )
-}
-
-fn config(dir: &std::path::Path, partitions: u32) -> Config {
-    Config::parse(&config_text(dir, partitions)).expect("bench config is valid")
+    );
+    Config::parse(&text).expect("bench config is valid")
 }
 
 async fn raw_log(dir: &std::path::Path, workers: usize, per_worker: usize) -> Figures {
@@ -193,109 +189,10 @@ async fn in_process(
     (all, rss_curve)
 }
 
-async fn http(dir: &std::path::Path, clients: usize, total: usize) -> (Figures, u64) {
-    std::fs::create_dir_all(dir).expect("creates bench dir");
-    let partitions = bench_partitions();
-    let config_path = dir.join("opledger.toml");
-    let cfg = config_text(dir, partitions);
-    std::fs::write(&config_path, cfg).expect("writes config");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_opledger"))
-        .args(["serve", "--log-level", "warn", "--config"])
-        .arg(&config_path)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("starts opledger");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let base = loop {
-        let line = lines.next().expect("server prints").expect("line");
-        if let Some(a) = line.strip_prefix("opledger listening on ") {
-            break a.trim().to_owned();
-        }
-    };
-    let pid = child.id().to_string();
-    let addr: std::net::SocketAddr = base
-        .trim_start_matches("http://")
-        .parse()
-        .expect("server address");
-    // One keep-alive connection per client, speaking plain HTTP/1.1 by hand: a full client
-    // library would spend more of the 2 cores than the server does.
-    let mut conns = Vec::new();
-    for _ in 0..clients {
-        let stream = tokio::net::TcpStream::connect(addr)
-            .await
-            .expect("connects");
-        stream.set_nodelay(true).expect("nodelay");
-        conns.push(Arc::new(tokio::sync::Mutex::new(Conn::new(stream))));
-    }
-    let conns = Arc::new(conns);
-    let f = drive(clients, total / clients, move |w, i| {
-        let conns = conns.clone();
-        async move {
-            let body = json!({"tool": "payments.charge", "holder": format!("worker-{w}"), "request": charge_body(w, i)}).to_string();
-            let request = format!(
-                "POST /v1/operations HTTP/1.1\r\nhost: bench\r\nauthorization: Bearer {TOKEN}\r\nidempotency-key: h-w{w}-i{i}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-                body.len()
-            );
-            let status = conns[w].lock().await.round_trip(request.as_bytes()).await;
-            assert_eq!(status, 201);
-        }
-    })
-    .await;
-    let peak = rss_kib(&pid, "VmHWM:");
-    let _ = child.kill();
-    let _ = child.wait();
-    (f, peak)
-}
-
-/// A minimal HTTP/1.1 keep-alive client connection: enough to send a request and read one
-/// response with a Content-Length body.
-struct Conn {
-    stream: tokio::net::TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Conn {
-    fn new(stream: tokio::net::TcpStream) -> Self {
-        Self {
-            stream,
-            buf: Vec::with_capacity(4096),
-        }
-    }
-
-    /// Sends one request and returns the response's status code.
-    async fn round_trip(&mut self, request: &[u8]) -> u16 {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        self.stream.write_all(request).await.expect("sends");
-        self.buf.clear();
-        loop {
-            let mut chunk = [0u8; 4096];
-            let n = self.stream.read(&mut chunk).await.expect("reads");
-            assert!(n > 0, "server closed the connection");
-            self.buf.extend_from_slice(&chunk[..n]);
-            let Some(head_end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                continue;
-            };
-            let head = std::str::from_utf8(&self.buf[..head_end]).expect("ascii head");
-            let status: u16 = head[9..12].parse().expect("status code");
-            let length: usize = head
-                .lines()
-                .find_map(|l| {
-                    let (name, value) = l.split_once(':')?;
-                    name.eq_ignore_ascii_case("content-length")
-                        .then(|| value.trim().parse().ok())?
-                })
-                .expect("content-length");
-            if self.buf.len() >= head_end + 4 + length {
-                return status;
-            }
-        }
-    }
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
-    // `--only inproc` (or raw, http) runs one phase, e.g. under a profiler.
+    // `--only inproc` (or raw) runs one phase, e.g. under a profiler.
     let only = args
         .iter()
         .position(|a| a == "--only")
@@ -337,19 +234,10 @@ fn main() {
                 .collect();
             println!("  RSS as operations accumulate: {}", curve.join(", "));
         }
-        let mut web = empty();
-        if run("http") {
-            let (f, peak) = http(&tmp.path().join("http"), 128, 25_000 * scale).await;
-            web = f;
-            web.print("HTTP claims, 128 keep-alive clients");
-            println!("  server peak RSS: {} MiB", peak / 1024);
-        }
-
         println!(
-            "ratios: in-process / raw log = {:.2}; in-process / raw sled = {:.2}; HTTP / in-process = {:.2}; in-process / one-fsync-per-claim = {:.1}x",
+            "ratios: in-process / raw log = {:.2}; in-process / raw sled = {:.2}; in-process / one-fsync-per-claim = {:.1}x",
             inproc.rate() / raw.rate(),
             inproc.rate() / sled_only.rate(),
-            web.rate() / inproc.rate(),
             inproc.rate() / one.rate()
         );
         println!(

@@ -32,11 +32,15 @@ fn mcp_python() -> String {
 }
 
 /// The gateway's config: upstream `pay` over stdio (its charge tool keyed by the config, with a
-/// lease shorter than a slow call; the rest by their annotations), calls cut after 5 s, results over 1,000 bytes withheld; and
-/// upstream `books` over Streamable HTTP at `books_url`.
+/// lease shorter than a slow call; the rest by their annotations), calls cut after 5 s, results
+/// over 1,000 bytes withheld; upstream `books` over Streamable HTTP at `books_url`; keyless
+/// calls without a session one operation for 3 s after they finish.
 fn gateway_config(python: &str, effects: &Path, books_url: &str) -> String {
     format!(
         r#"
+[mcp]
+derived_key_window = "3s"
+
 [[mcp.upstream]]
 name = "books"
 url = "{books_url}"
@@ -160,8 +164,7 @@ async fn agents_over_mcp_get_one_side_effect_per_intended_call() {
     assert_eq!(record["state"], "completed", "{record}");
     assert_eq!(record["tool"], "pay.charge", "{record}");
 
-    // The refund whose upstream hung waits for a person, and ran once.
-    let refund = summary["refund_op"].as_str().expect("refund operation id");
+    // The refund whose upstream hung, and the call whose upstream died, wait for a person.
     let (status, queue) = server.get(TOKEN_OPS, "/v1/reconciliation").await;
     assert_eq!(status, 200, "{queue}");
     let queued: Vec<&str> = queue["items"]
@@ -170,7 +173,10 @@ async fn agents_over_mcp_get_one_side_effect_per_intended_call() {
         .iter()
         .filter_map(|i| i["operation_id"].as_str())
         .collect();
-    assert!(queued.contains(&refund), "{refund} not in {queue}");
+    for name in ["refund_op", "crash_op"] {
+        let op = summary[name].as_str().expect("an operation id");
+        assert!(queued.contains(&op), "{name} {op} not in {queue}");
+    }
     let refunds = std::fs::read_to_string(&effects)
         .expect("effects")
         .lines()

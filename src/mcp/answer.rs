@@ -68,6 +68,16 @@ pub(super) fn unknown(decision: &str, id: OperationId) -> CallToolResult {
     )
 }
 
+/// The answer when the ledger cannot take a call now (a partition is not served, the log is
+/// not writable): the upstream was not called, so the same call may be made again.
+pub(super) fn unavailable() -> CallToolResult {
+    refusal(
+        "not_executed",
+        None,
+        "The ledger cannot take this call right now; nothing was done. Retry the same call in a little while.",
+    )
+}
+
 /// The answer when an idempotent tool's outcome is unknown: its key was released, so the
 /// same call may simply be made again.
 pub(super) fn retry_safe(id: OperationId) -> CallToolResult {
@@ -107,15 +117,16 @@ pub(super) fn replay(id: OperationId, stored: &BusinessResult) -> CallToolResult
         Some(ResultBody::Kept(text)) => serde_json::from_str::<CallToolResult>(text)
             .unwrap_or_else(|_| CallToolResult::success(vec![ContentBlock::text(text.clone())])),
         Some(ResultBody::Withheld { sha256, bytes }) => {
-            let content = vec![ContentBlock::text(format!(
-                "This call already ran; its result ({bytes} bytes) was too large to keep, so it cannot be shown again."
-            ))];
-            // The first answer was a tool error (status 500): its replay says so too.
-            let mut r = if stored.status == 500 {
-                CallToolResult::error(content)
+            // The call ran, so its replay is no tool error, whatever its first answer was
+            // (an upstream's tool error is stored as status 500): the text says which.
+            let what = if stored.status == 500 {
+                "a tool error"
             } else {
-                CallToolResult::success(content)
+                "a result"
             };
+            let mut r = CallToolResult::success(vec![ContentBlock::text(format!(
+                "This call already ran; its answer ({what} of {bytes} bytes) was too large to keep, so it cannot be shown again."
+            ))]);
             let meta = r.meta.get_or_insert_with(MetaObject::new);
             meta.insert(META_WITHHELD.into(), json!("too_large"));
             meta.insert(
@@ -132,4 +143,55 @@ pub(super) fn replay(id: OperationId, stored: &BusinessResult) -> CallToolResult
         ))]),
     };
     with_decision(result, "replay", Some(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::event::BusinessResult;
+
+    fn decision(r: &CallToolResult) -> &Value {
+        &r.meta.as_ref().expect("meta")[META_DECISION]
+    }
+
+    fn withheld(status: u16) -> BusinessResult {
+        BusinessResult {
+            resource_ref: "mcp:pay.notify".into(),
+            status,
+            headers: Default::default(),
+            body: Some(ResultBody::Withheld {
+                sha256: [7; 32],
+                bytes: 5000,
+            }),
+        }
+    }
+
+    #[test]
+    fn given_a_withheld_result_when_replayed_then_it_is_no_tool_error_and_says_what_it_was() {
+        let id = OperationId([1; 16]);
+        for (status, what) in [(200, "a result"), (500, "a tool error")] {
+            let r = replay(id, &withheld(status));
+            assert_eq!(r.is_error, Some(false), "status {status}");
+            let meta = r.meta.as_ref().expect("meta");
+            assert_eq!(meta[META_WITHHELD], json!("too_large"));
+            assert_eq!(
+                meta["io.opledger/result-sha256"],
+                json!(hex::encode([7u8; 32]))
+            );
+            assert_eq!(meta["io.opledger/result-bytes"], json!(5000));
+            assert_eq!(decision(&r), &json!("replay"));
+            let text = serde_json::to_string(&r.content).expect("text");
+            assert!(text.contains(what) && text.contains("5000 bytes"), "{text}");
+        }
+    }
+
+    #[test]
+    fn given_an_unavailable_ledger_then_the_answer_is_a_tool_error_saying_nothing_was_done() {
+        let r = unavailable();
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(decision(&r), &json!("not_executed"));
+        assert!(!r.meta.as_ref().expect("meta").contains_key(META_OPERATION));
+        let text = serde_json::to_string(&r.content).expect("text");
+        assert!(text.contains("nothing was done"), "{text}");
+    }
 }

@@ -60,7 +60,8 @@ pub(super) struct Call<'a> {
     pub scope: Scope<'a>,
 }
 
-/// Why a call gets a JSON-RPC error instead of a tool result: the request itself is wrong.
+/// Why a call gets no ledger decision: the request itself is wrong (a JSON-RPC error), or the
+/// ledger cannot take it now (a tool error saying nothing was done).
 #[derive(Debug, thiserror::Error)]
 pub(super) enum CallRefused {
     /// The ledger refused the input (a bad key, arguments it cannot fingerprint).

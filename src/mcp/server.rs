@@ -378,8 +378,10 @@ impl ServerHandler for Handler {
         match call::recorded(&ledger, &upstream, self.0.settings.derived_key_window, call).await {
             Ok(result) => Ok(result.into()),
             Err(CallRefused::Invalid(m)) => Err(McpError::invalid_params(m, None)),
+            // Not a protocol error: the model reads a tool result, which says to retry.
             Err(e @ CallRefused::Unavailable(_)) => {
-                Err(McpError::internal_error(e.to_string(), None))
+                tracing::warn!(tool = %shown, error = %e, "an MCP call was not taken");
+                Ok(answer::unavailable().into())
             }
         }
     }

@@ -74,6 +74,11 @@ impl Upstream {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
             .ok_or(CallError::Down)?;
+        // The supervisor notices a closed connection only at its next look: until then the
+        // peer is kept, and a call sent to it would fail unsent yet be taken for unknown.
+        if peer.is_transport_closed() {
+            return Err(CallError::Down);
+        }
         let timeout = self.settings.call_timeout;
         match tokio::time::timeout(timeout, peer.call_tool(params)).await {
             Err(_) => Err(CallError::Timeout(timeout)),

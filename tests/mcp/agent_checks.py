@@ -15,6 +15,7 @@ a JSON summary the Rust test checks against the ledger.
 
 import asyncio
 import json
+import os
 import sys
 
 import httpx2
@@ -52,7 +53,7 @@ async def listing():
     async with http, c:
         every = {t.name: t for t in (await c.list_tools()).tools}
     tools = {n: t for n, t in every.items() if n.startswith("pay.")}
-    assert set(tools) == {"pay.charge", "pay.balance", "pay.refund", "pay.notify", "pay.sync_catalog"}, tools
+    assert set(tools) == {"pay.charge", "pay.balance", "pay.refund", "pay.notify", "pay.sync_catalog", "pay.crash"}, tools
     # The HTTP upstream's tools, under its own prefix, by their annotations (no [[tool]] entry).
     books = {n: dict(t.meta or {}).get("io.opledger/class") for n, t in every.items() if n.startswith("books.")}
     assert books["books.charge"] == "natural" and books["books.balance"] == "read", books
@@ -64,44 +65,63 @@ async def listing():
         "pay.refund": "unsafe",
         "pay.notify": "unsafe",
         "pay.sync_catalog": "natural",
+        "pay.crash": "unsafe",
     }, classes
     assert all(t.output_schema is None for t in tools.values()), "no output schema is advertised"
     return classes
 
 
 async def retries_in_parallel():
-    """A call whose agent gave up retries 20 times at once: one side effect."""
+    """An agent's call times out on its side; it retries 20 times at once: one side effect."""
     args = {"amount": 1500, "customer": "cus_1", "delay_s": 3.0}
+    # The agent gives up after 0.5 s and drops its connection (a stateless client: nothing
+    # keeps the request open). The charge upstream runs 3 s, its effect first.
+    http, c = client(mode="auto")
+    async with http, c:
+        try:
+            await asyncio.wait_for(c.call_tool("pay.charge", args, meta={KEY: "order-1"}), timeout=0.5)
+        except TimeoutError:
+            pass
+        else:
+            raise AssertionError("the first call should have outlasted the agent's 0.5 s")
+    for _ in range(200):
+        if effects("charge"):
+            break
+        await asyncio.sleep(0.05)
+    effect_at = asyncio.get_running_loop().time()
+    # 20 retries at once, while the abandoned call still runs upstream.
     http, c = client()
     async with http, c:
-        first = asyncio.create_task(c.call_tool("pay.charge", args, meta={KEY: "order-1"}))
-        # Wait until the first call has run its effect: then every retry meets it in flight.
-        for _ in range(200):
-            if effects("charge"):
-                break
-            await asyncio.sleep(0.05)
-        effect_at = asyncio.get_running_loop().time()
         retries = await asyncio.gather(
             *[c.call_tool("pay.charge", args, meta={KEY: "order-1"}) for _ in range(20)]
         )
-        # Past the tool's 1 s lease, the call still runs: its lease was renewed, so a retry
-        # is told to wait, not sent to a person.
-        # (1.3 s after the effect, whatever the retries took; the call runs 3 s.)
+        # Past the tool's 1 s lease, the abandoned call still runs: its lease is renewed, so
+        # a retry is told to wait, not sent to a person.
         await asyncio.sleep(max(0.0, effect_at + 1.3 - asyncio.get_running_loop().time()))
         late = await c.call_tool("pay.charge", args, meta={KEY: "order-1"})
-        assert not first.done(), "the slow call ended before the late retry: this machine is too slow for the check"
+        assert asyncio.get_running_loop().time() < effect_at + 2.9, (
+            "the late retry came after the call ended: this machine is too slow for the check"
+        )
         assert meta_of(late)["io.opledger/decision"] == "in_progress", meta_of(late)
-        first = await first
-    assert meta_of(first)["io.opledger/decision"] == "execute", meta_of(first)
-    decisions = sorted({meta_of(r)["io.opledger/decision"] for r in retries})
-    assert set(decisions) <= {"in_progress", "replay"}, decisions
+        # The abandoned call finishes and is reported: a retry then replays its result.
+        first = None
+        for _ in range(100):
+            r = await c.call_tool("pay.charge", args, meta={KEY: "order-1"})
+            if meta_of(r)["io.opledger/decision"] == "replay":
+                first = r
+                break
+            assert meta_of(r)["io.opledger/decision"] == "in_progress", meta_of(r)
+            await asyncio.sleep(0.1)
+        assert first is not None, "the abandoned call was never reported"
     for r in retries:
-        if meta_of(r)["io.opledger/decision"] == "in_progress":
-            assert r.is_error and "do not change its arguments" in text_of(r), text_of(r)
+        assert meta_of(r)["io.opledger/decision"] == "in_progress", meta_of(r)
+        assert r.is_error and "do not change its arguments" in text_of(r), text_of(r)
     charges = effects("charge")
     assert len(charges) == 1, charges
     op = meta_of(first)["io.opledger/operation-id"]
     assert charges[0]["op"] == op, (charges, op)
+    assert {meta_of(r)["io.opledger/operation-id"] for r in retries} == {op}
+    assert text_of(first) == f"charged 1500 to cus_1 as {op}", text_of(first)
 
     # A replay returns the first result, without a call upstream.
     http, c = client()
@@ -110,6 +130,7 @@ async def retries_in_parallel():
     assert meta_of(again)["io.opledger/decision"] == "replay", meta_of(again)
     assert text_of(again) == text_of(first), (text_of(again), text_of(first))
     assert not again.is_error
+    assert len(effects("charge")) == 1
     # The header carries the key as well as _meta does.
     http, c = client({"Idempotency-Key": "order-1"})
     async with http, c:
@@ -333,6 +354,54 @@ async def an_http_upstream_is_served_like_a_stdio_one():
     assert len(charges) == 1 and charges[0]["op"] == meta_of(first)["io.opledger/operation-id"], charges
 
 
+async def an_upstream_dying_mid_call_leaves_the_outcome_unknown():
+    """The stdio upstream dies after its effect: unknown, to a person; while it is down, calls
+    are answered not_executed with nothing claimed; once back, it serves again."""
+    down = EFFECTS + ".down"
+    http, c = client()
+    async with http, c:
+        first = await c.call_tool("pay.crash", {}, meta={KEY: "crash-1"})
+        assert first.is_error and meta_of(first)["io.opledger/decision"] == "outcome_unknown", meta_of(first)
+        assert "may have happened" in text_of(first), text_of(first)
+        assert os.path.exists(down), "the upstream left its down marker"
+        # Down (its restart waits on the marker): the same call is not run again, and another
+        # recorded call is refused with nothing done.
+        again = await c.call_tool("pay.crash", {}, meta={KEY: "crash-1"})
+        assert meta_of(again)["io.opledger/decision"] in ("outcome_unknown", "manual"), meta_of(again)
+        refused = await c.call_tool("pay.charge", {"amount": 4, "customer": "cus_down"}, meta={KEY: "down-1"})
+        assert refused.is_error and meta_of(refused)["io.opledger/decision"] == "not_executed", meta_of(refused)
+        assert "nothing was done" in text_of(refused), text_of(refused)
+        os.remove(down)
+        # Back: the refused call was not claimed, so it now runs.
+        for _ in range(600):
+            r = await c.call_tool("pay.charge", {"amount": 4, "customer": "cus_down"}, meta={KEY: "down-1"})
+            if meta_of(r)["io.opledger/decision"] != "not_executed":
+                break
+            await asyncio.sleep(0.1)
+        assert meta_of(r)["io.opledger/decision"] == "execute", meta_of(r)
+    assert len(effects("crash")) == 1
+    assert len([e for e in effects("charge") if e["args"]["customer"] == "cus_down"]) == 1
+    return meta_of(first)["io.opledger/operation-id"]
+
+
+async def a_keyless_call_after_the_window_is_a_new_operation():
+    """Stateless, keyless: identical calls are one operation until derived_key_window (3 s in
+    this config) has passed since it finished."""
+    args = {"amount": 6, "customer": "cus_5"}
+    answers = []
+    for pause in (0, 0, 3.5):
+        await asyncio.sleep(pause)
+        http, c = client(mode="auto")
+        async with http, c:
+            answers.append(await c.call_tool("pay.charge", args))
+    assert [meta_of(r)["io.opledger/decision"] for r in answers] == ["execute", "replay", "execute"], [
+        meta_of(r) for r in answers
+    ]
+    ops = [meta_of(r)["io.opledger/operation-id"] for r in answers]
+    assert ops[0] == ops[1] != ops[2], ops
+    assert len([e for e in effects("charge") if e["args"]["customer"] == "cus_5"]) == 2
+
+
 async def main():
     classes = await listing()
     charge_op = await retries_in_parallel()
@@ -349,7 +418,9 @@ async def main():
     await roles_and_hosts_are_checked()
     await odd_keys_and_large_bodies_are_refused()
     await an_http_upstream_is_served_like_a_stdio_one()
-    print(json.dumps({"classes": classes, "charge_op": charge_op, "refund_op": refund_op}))
+    await a_keyless_call_after_the_window_is_a_new_operation()
+    crash_op = await an_upstream_dying_mid_call_leaves_the_outcome_unknown()
+    print(json.dumps({"classes": classes, "charge_op": charge_op, "refund_op": refund_op, "crash_op": crash_op}))
 
 
 asyncio.run(main())

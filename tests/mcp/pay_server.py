@@ -7,15 +7,21 @@ Over stdio, or over Streamable HTTP at http://127.0.0.1:PORT/mcp when a port is 
 
 Every side effect appends one JSON line to EFFECTS_FILE: {"tool", "op", "args"}, where "op" is
 the operation id the gateway sent in _meta["io.opledger/operation-id"].
+
+While a file EFFECTS_FILE.down exists (the `crash` tool leaves one), the server does not start
+speaking MCP: a test decides how long its upstream stays down.
 """
 
 import asyncio
 import json
+import os
 import sys
+import time
 
 from fastmcp import Context, FastMCP
 
 EFFECTS = sys.argv[1]
+DOWN = EFFECTS + ".down"
 mcp = FastMCP("pay")
 
 
@@ -67,7 +73,18 @@ async def notify(text: str, ctx: Context) -> str:
     return text * 100
 
 
+@mcp.tool(annotations={"destructiveHint": True})
+async def crash(ctx: Context) -> str:
+    """Runs its effect, then the server dies mid-call and stays down until DOWN is removed."""
+    effect("crash", ctx)
+    with open(DOWN, "w"):
+        pass
+    os._exit(1)
+
+
 if __name__ == "__main__":
+    while os.path.exists(DOWN):
+        time.sleep(0.05)
     if len(sys.argv) > 2:
         mcp.run(transport="http", host="127.0.0.1", port=int(sys.argv[2]), show_banner=False)
     else:

@@ -103,6 +103,32 @@ def test_the_readme_examples_run(server: Server) -> None:
     namespace["ledger"].close()
 
 
+def test_the_projects_readme_quick_start_runs(server: Server) -> None:
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    block = readme.split("```python\n")[1].split("```", 1)[0]
+    for pasted in ('token="dev-..."', "http://127.0.0.1:7070", 'f"order-{order}-charge"'):
+        assert pasted in block, pasted
+    # Its own keys, so that another test's charge of order 42 is not replayed here.
+    block = (
+        block.replace("http://127.0.0.1:7070", server.base)
+        .replace('"dev-..."', repr(TOKEN_A))
+        .replace('f"order-{order}-charge"', 'f"top-readme-{order}-charge"')
+    )
+    charges: List[str] = []
+
+    class Provider:
+        def charge(self, amount: str, idempotency_key: str) -> Any:
+            charges.append(idempotency_key)
+            return types.SimpleNamespace(id=f"ch-{len(charges)}")
+
+    namespace: Dict[str, Any] = {"provider": Provider()}
+    exec(compile(block, "README.md", "exec"), namespace)
+    assert len(charges) == 1
+    again = namespace["charge"]("42", "10.50")
+    assert again.resource_ref == "ch-1" and len(charges) == 1, (again, charges)
+    namespace["ledger"].close()
+
+
 def test_execute_complete_then_replay_returns_the_stored_result_without_running_the_effect(
     client: Client, key: Callable[[str], str]
 ) -> None:
