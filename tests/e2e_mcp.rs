@@ -7,29 +7,13 @@
 
 mod common;
 
-use common::{Server, TOKEN_A, TOKEN_B, TOKEN_OPS};
+use common::{Server, TOKEN_A, TOKEN_B, TOKEN_OPS, mcp_python};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-/// The Python that has the SDK and FastMCP (installed on first use).
-fn mcp_python() -> String {
-    let output = Command::new(format!("{ROOT}/scripts/mcp-python"))
-        .output()
-        .expect("runs scripts/mcp-python");
-    assert!(
-        output.status.success(),
-        "scripts/mcp-python failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout)
-        .expect("a path")
-        .trim()
-        .to_owned()
-}
 
 /// The gateway's config: upstream `pay` over stdio (its charge tool keyed by the config, with a
 /// lease shorter than a slow call; the rest by their annotations), calls cut after 5 s, results

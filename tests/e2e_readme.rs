@@ -3,8 +3,12 @@
 //! (the printed token, the port a test must pick, the operation id the first answer gave).
 //! Every `"key":value` the README shows in an answer's comment must be in the real answer.
 
+mod common;
+
+use common::mcp_python;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"));
 
@@ -14,14 +18,16 @@ fn blocks(section: &str) -> Vec<String> {
     let body = &README[start + section.len()..];
     let body = &body[..body.find("\n## ").unwrap_or(body.len())];
     let mut blocks = Vec::new();
-    let mut current: Option<String> = None;
+    // A block inside a list is indented like its fence; lines keep what is deeper (Python).
+    let mut current: Option<(usize, String)> = None;
     for line in body.lines() {
         let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
         match (&mut current, trimmed) {
-            (None, "```sh") => current = Some(String::new()),
-            (Some(_), "```") => blocks.push(current.take().expect("open block")),
-            (Some(block), _) => {
-                block.push_str(trimmed);
+            (None, "```sh") => current = Some((indent, String::new())),
+            (Some(_), "```") => blocks.push(current.take().expect("open block").1),
+            (Some((fence, block)), _) => {
+                block.push_str(&line[indent.min(*fence)..]);
                 block.push('\n');
             }
             (None, _) => {}
@@ -120,6 +126,81 @@ fn the_readme_curl_walk_through_runs_as_pasted() {
     }
     let _ = serve.kill();
     let _ = serve.wait();
+}
+
+/// The README's MCP run, as pasted: its config written by the first block (only `/tmp` moved
+/// into a folder of the test's own), the node started as `cargo run … serve` would (the built
+/// binary, on a port the test picks), then the official SDK's two calls of the second block:
+/// an execution and a replay, one effect upstream.
+#[test]
+fn the_readme_mcp_run_works_as_pasted() {
+    let python = mcp_python();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tmp = format!("{}/", dir.path().display());
+    let blocks = blocks("## Agents over MCP");
+    assert_eq!(blocks.len(), 2, "config and agent: {blocks:?}");
+    let first = blocks[0].replace("/tmp/", &tmp);
+    let serve_line = format!("cargo run --release -- serve --config {tmp}gateway.toml &\n");
+    let setup = first
+        .strip_suffix(&serve_line)
+        .unwrap_or_else(|| panic!("the first block ends by starting the node: {first}"));
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("set -eu\n{setup}\necho \"$py\""))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("bash runs");
+    assert!(out.status.success(), "the config block: {out:?}");
+    let py = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert_eq!(py, python, "the block's Python is the SDK's");
+
+    let log = dir.path().join("serve.log");
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(format!("{tmp}gateway.toml"))
+        .env_remove("OPLEDGER_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("serve starts");
+    let mut lines = BufReader::new(serve.stdout.take().expect("stdout")).lines();
+    let address = loop {
+        let line = lines.next().expect("a listening line").expect("a line");
+        if let Some(a) = line.strip_prefix("opledger listening on ") {
+            break a.split_whitespace().next().expect("address").to_owned();
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("MCP upstream connected")
+    {
+        assert!(Instant::now() < deadline, "the upstream did not connect");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let base = if address.starts_with("http") {
+        address
+    } else {
+        format!("http://{address}")
+    };
+    let agent = blocks[1].replace("http://127.0.0.1:7070", &base);
+    assert!(agent.contains(&base), "{agent}");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("set -eu\npy={py}\n{agent}"))
+        .output()
+        .expect("bash runs");
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert!(out.status.success(), "the agent block: {out:?}");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let decisions: Vec<&str> = printed
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(decisions, ["execute", "replay"], "{printed}");
+    let effects = std::fs::read_to_string(format!("{tmp}pay-effects.jsonl")).expect("effects");
+    assert_eq!(effects.lines().count(), 1, "{effects}");
 }
 
 /// Every error code the API answers and every rejection code is in the README's tables, each

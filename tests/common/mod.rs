@@ -18,6 +18,24 @@ pub const TOKEN_B: &str = "token-agent-b-0002";
 /// A second operator, with no agent role.
 pub const TOKEN_OPS: &str = "token-operator-0003";
 
+/// The Python that has the official MCP SDK and FastMCP (`scripts/mcp-python` installs them
+/// into a pinned virtual environment on first use).
+pub fn mcp_python() -> String {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let output = Command::new(format!("{root}/scripts/mcp-python"))
+        .output()
+        .expect("runs scripts/mcp-python");
+    assert!(
+        output.status.success(),
+        "scripts/mcp-python failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .expect("a path")
+        .trim()
+        .to_owned()
+}
+
 /// The config every end-to-end test starts from; `extra` is appended (more tools, limits).
 pub fn config_text(data_dir: &Path, extra: &str) -> String {
     config_text_log(data_dir, "partitions = 4", extra)
