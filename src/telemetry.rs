@@ -2,7 +2,11 @@
 //! key, request value, token or auth header (R7, R31); `tests/redaction.rs` checks that at trace
 //! level.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use tracing_subscriber::EnvFilter;
+
+/// Whether the subscriber this process installed writes JSON lines.
+static JSON_LINES: AtomicBool = AtomicBool::new(false);
 
 /// How log lines are written: plain text for a terminal, or one JSON object per line for a
 /// log collector (`{"timestamp","level","fields":{"message",…}}`).
@@ -59,9 +63,28 @@ pub fn init(flag: Option<&str>, format: LogFormat) {
         LogFormat::Text => lines
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .try_init(),
-        LogFormat::Json => lines.json().with_ansi(false).try_init(),
+        LogFormat::Json => {
+            let installed = lines.json().with_ansi(false).try_init();
+            JSON_LINES.store(installed.is_ok(), Ordering::Relaxed);
+            installed
+        }
     };
     for r in refused {
         tracing::warn!("ignoring the log filter {r}");
+    }
+}
+
+/// Says the error that ends the process on stderr, whatever the log filter: as a JSON line
+/// like the others when the log is JSON (a collector reads every line as JSON), else as text.
+pub fn fatal(message: &str) {
+    if JSON_LINES.load(Ordering::Relaxed) {
+        let line = serde_json::json!({
+            "timestamp": humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string(),
+            "level": "ERROR",
+            "fields": { "message": message },
+        });
+        eprintln!("{line}");
+    } else {
+        eprintln!("opledger: error: {message}");
     }
 }

@@ -361,6 +361,42 @@ fn json_log_lines_parse_one_object_per_line() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("text, json"));
 }
 
+/// The error that ends a process is a JSON line too when the log is JSON, said once, at any
+/// log filter; under text it stays the plain `opledger: error:` line.
+#[test]
+fn a_fatal_error_is_a_json_line_under_the_json_log_format() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let address = taken.local_addr().expect("address").to_string();
+    let serve = |format: &str| {
+        let out = opledger()
+            .args(["serve", "--log-level", "off", "--log-format", format])
+            .args(["--listen", &address, "--data-dir"])
+            .arg(dir.path().join("data"))
+            .env_remove("OPLEDGER_CONFIG")
+            .output()
+            .expect("runs");
+        assert!(!out.status.success(), "the port is taken: {out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let text = serve("json");
+    let errors: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .filter(|o: &serde_json::Value| o["level"] == "ERROR")
+        .collect();
+    assert_eq!(errors.len(), 1, "{text}");
+    let message = errors[0]["fields"]["message"].as_str().expect("a message");
+    assert!(message.contains(&address), "{message}");
+    assert!(errors[0]["timestamp"].is_string(), "{text}");
+    let text = serve("text");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("opledger: error: ") && l.contains(&address)),
+        "{text}"
+    );
+}
+
 /// `audit … | head -1`: the reader goes away before the summary is printed, and the command
 /// still ends well (it used to panic on the closed pipe).
 #[test]

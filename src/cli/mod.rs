@@ -226,7 +226,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("opledger: error: {}", said_once(&e));
+            opledger::telemetry::fatal(&said_once(&e));
             ExitCode::FAILURE
         }
     }
