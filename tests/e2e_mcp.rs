@@ -138,7 +138,7 @@ async fn agents_over_mcp_get_one_side_effect_per_intended_call() {
     let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
         .unwrap_or_else(|e| panic!("a JSON summary last ({e}):\n{stdout}"));
 
-    // The charge the agent retried 21 times is one completed operation, with the tool's answer
+    // The charge the agent abandoned and retried 20 times at once (and more) is one completed operation, with the tool's answer
     // stored as its result.
     let charge = summary["charge_op"].as_str().expect("charge operation id");
     let (status, record) = server

@@ -1,46 +1,22 @@
 //! A `tools/call` of a recorded tool: the claim protocol with the gateway as the executor.
 
 use super::answer;
+use super::execute::{Execution, release_unused, retrying};
 use super::key::{self, Scope};
-use super::upstream::{CallError, Upstream};
+use super::upstream::Upstream;
 use crate::config::Principal;
 use crate::core::contract::ToolContract;
 use crate::core::decision::Decision;
-use crate::core::event::{BusinessResult, FailureKind, ResultBody};
 use crate::core::operation::{OpState, OperationRecord};
-use crate::ledger::{ClaimInput, Claimed, Ledger, LedgerError, Report};
-use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject};
-use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
+use crate::ledger::{ClaimInput, Claimed, Ledger, LedgerError};
+use rmcp::model::CallToolResult;
+use serde_json::{Map, Value};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Most generations of a derived key tried for one call (each a window apart; each try is a
 /// claim in the log, so identical keyless calls over months cost a few claims each).
 const GENERATIONS_MAX: u32 = 100;
-
-/// Tries of a ledger request that failed retriably (the same holder each time, so a claim the
-/// first try made durable is renewed, and a report repeated is `unchanged`).
-const TRIES: u32 = 4;
-
-/// Runs `request` until it succeeds, fails for good, or [`TRIES`] retriable failures.
-async fn retrying<T, F, Fut>(mut request: F) -> Result<T, LedgerError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, LedgerError>>,
-{
-    let mut pause = Duration::from_millis(100);
-    let mut tries = 1;
-    loop {
-        match request().await {
-            Err(e) if e.retriable() && tries < TRIES => {
-                tries += 1;
-                tokio::time::sleep(pause).await;
-                pause *= 2;
-            }
-            other => return other,
-        }
-    }
-}
 
 /// One call, as the gateway received it.
 pub(super) struct Call<'a> {
@@ -74,29 +50,33 @@ pub(super) enum CallRefused {
 
 impl From<LedgerError> for CallRefused {
     fn from(e: LedgerError) -> Self {
-        if e.retriable() {
-            Self::Unavailable(e.to_string())
-        } else {
-            Self::Invalid(e.to_string())
+        // Only what the call itself got wrong is a protocol error; a ledger that fails (a
+        // store error, a timeout) is the ledger's trouble, answered as a tool result.
+        match e {
+            LedgerError::MissingKey
+            | LedgerError::Key(_)
+            | LedgerError::Input(_)
+            | LedgerError::Fingerprint(_)
+            | LedgerError::UnknownTool(_)
+            | LedgerError::ToolNotAllowed
+            | LedgerError::UnknownParent
+            | LedgerError::ParentNotCompleted => Self::Invalid(e.to_string()),
+            other => Self::Unavailable(other.to_string()),
         }
     }
 }
 
 /// Runs a call of a recorded tool through the ledger.
 pub(super) async fn recorded(
-    ledger: &Ledger,
-    upstream: &Upstream,
+    ledger: &Arc<Ledger>,
+    upstream: &Arc<Upstream>,
     window: Duration,
     call: Call<'_>,
 ) -> Result<CallToolResult, CallRefused> {
-    // An upstream that is not connected cannot be sent anything: nothing is claimed either.
-    if !upstream.is_connected() {
-        return Ok(answer::refusal(
-            "not_executed",
-            None,
-            "The tool's server is not reachable right now; nothing was done. Retry the same call in a little while.",
-        ));
-    }
+    // Whether the upstream is connected is not asked first: a key the ledger knows is
+    // answered from the ledger (a replay needs no upstream, and a call whose effect may have
+    // happened must never be told that nothing was done); a new call to an upstream that is
+    // down is claimed and released at once (`execute`).
     // Each call is its own holder: a concurrent duplicate is told `in_progress`, never run.
     let holder = format!("mcp-{}", uuid::Uuid::new_v4().simple());
     let request = Value::Object(call.arguments.clone());
@@ -125,8 +105,18 @@ pub(super) async fn recorded(
             request: &request,
             parent: None,
         };
-        let claimed = retrying(|| ledger.claim_under(call.principal, call.contract, input)).await;
-        let Claimed::Decided(answer) = claimed? else {
+        let claimed =
+            match retrying(|| ledger.claim_under(call.principal, call.contract, input)).await {
+                Ok(claimed) => claimed,
+                Err(e) => {
+                    let refused = CallRefused::from(e);
+                    if matches!(refused, CallRefused::Unavailable(_)) {
+                        release_unused(ledger, call.principal, call.exposed, &key, &holder);
+                    }
+                    return Err(refused);
+                }
+            };
+        let Claimed::Decided(answer) = claimed else {
             return Err(CallRefused::Invalid("a read tool is not recorded".into()));
         };
         // An unscoped derived key's finished operation ends its window: then a new one.
@@ -160,7 +150,25 @@ pub(super) async fn recorded(
     };
     let id = record.id;
     Ok(match answer.decision {
-        Decision::Execute => execute(ledger, upstream, &call, &holder, &record).await?,
+        Decision::Execute => {
+            // In a task of its own: whatever becomes of this request (an agent that gives up,
+            // a connection dropped), the upstream's answer is recorded.
+            let execution = Execution {
+                ledger: ledger.clone(),
+                upstream: upstream.clone(),
+                principal: call.principal.clone(),
+                exposed: call.exposed.to_owned(),
+                upstream_name: call.upstream_name.to_owned(),
+                arguments: call.arguments,
+                holder,
+                record,
+            };
+            match tokio::spawn(execution.run()).await {
+                Ok(result) => result,
+                // It may have called the upstream before it failed.
+                Err(_) => answer::unknown("outcome_unknown", id),
+            }
+        }
         Decision::Replay => match &record.state {
             OpState::Completed { result } => answer::replay(id, result),
             OpState::Failed { code } => answer::refusal(
@@ -199,149 +207,29 @@ fn finished_before(record: &OperationRecord, window: Duration) -> bool {
     now_ms.saturating_sub(record.updated_at_ms) > window.as_millis() as u64
 }
 
-/// Executes: calls the upstream with the operation id, then reports what happened. While
-/// the call runs the lease is renewed, so a call that takes long is never taken for a lapsed
-/// one. A call without an answer (timeout, connection lost) is reported unknown: it may have
-/// happened.
-async fn execute(
-    ledger: &Ledger,
-    upstream: &Upstream,
-    call: &Call<'_>,
-    holder: &str,
-    record: &OperationRecord,
-) -> Result<CallToolResult, CallRefused> {
-    let id = record.id;
-    let mut params = CallToolRequestParams::new(call.upstream_name.to_owned())
-        .with_arguments(call.arguments.clone());
-    let mut meta = RequestMetaObject::new();
-    meta.insert(answer::META_OPERATION.into(), json!(id.to_string()));
-    params.meta = Some(meta);
-    let outcome = {
-        let called = upstream.call(params);
-        tokio::pin!(called);
-        let every = Duration::from_millis(record.terms.lease_ms / 3).max(Duration::from_millis(50));
-        // Renews the lease while the call runs; stops at the first refusal (the lease is lost:
-        // the report after the call says what happened).
-        let heartbeat = async {
-            let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-            beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                beat.tick().await;
-                match ledger
-                    .report(call.principal, id, holder, None, Report::Heartbeat)
-                    .await
-                {
-                    Ok(a) if matches!(a.decision, Decision::Accepted | Decision::Unchanged) => {}
-                    Ok(a) => {
-                        tracing::warn!(operation = %id, decision = a.decision.code(), "a running MCP call's lease was not renewed");
-                        return;
-                    }
-                    Err(e) => {
-                        tracing::warn!(operation = %id, error = %e, "cannot renew the lease of a running MCP call");
-                    }
-                }
-            }
-        };
-        tokio::pin!(heartbeat);
-        tokio::select! {
-            outcome = &mut called => outcome,
-            () = &mut heartbeat => called.await,
-        }
-    };
-    match outcome {
-        Ok(result) => {
-            let text = serde_json::to_string(&result).unwrap_or_default();
-            let body = if text.len() <= upstream.settings.result_bytes_max {
-                ResultBody::Kept(text)
-            } else {
-                ResultBody::Withheld {
-                    sha256: Sha256::digest(text.as_bytes()).into(),
-                    bytes: text.len() as u64,
-                }
-            };
-            let stored = BusinessResult {
-                resource_ref: format!("mcp:{}", call.exposed),
-                // An upstream's tool error is its answer too: stored and replayed as it was.
-                status: if result.is_error == Some(true) {
-                    500
-                } else {
-                    200
-                },
-                headers: Default::default(),
-                body: Some(body),
-            };
-            // The agent gets its result whatever happens to the report; a report that cannot
-            // be made leaves the operation processing until its lease lapses, then recovery
-            // and the operator queue have it.
-            report(ledger, call, holder, id, Report::Complete(stored)).await;
-            Ok(answer::with_decision(result, "execute", Some(id)))
-        }
-        Err(CallError::Down) => {
-            // Nothing was sent: provably not executed, so the key is free for a retry.
-            let released = Report::Fail {
-                kind: FailureKind::NotAccepted,
-                code: "upstream_down".into(),
-            };
-            report(ledger, call, holder, id, released).await;
-            Ok(answer::refusal(
-                "not_executed",
-                Some(id),
-                "The tool's server is not reachable right now; nothing was done. Retry the same call in a little while.",
-            ))
-        }
-        Err(CallError::Refused(reason)) => {
-            // The upstream answered the call with a protocol error: it did not run the tool.
-            let released = Report::Fail {
-                kind: FailureKind::NotAccepted,
-                code: "upstream_refused".into(),
-            };
-            report(ledger, call, holder, id, released).await;
-            Ok(answer::refusal(
-                "not_executed",
-                Some(id),
-                &format!("The tool's server refused the call ({reason}); nothing was done."),
-            ))
-        }
-        Err(e) => {
-            let cause = match &e {
-                CallError::Timeout(_) => "timeout",
-                _ => "upstream_failed",
-            };
-            tracing::warn!(operation = %id, tool = call.exposed, cause, "MCP upstream call has no answer: outcome unknown");
-            let after = report(ledger, call, holder, id, Report::Unknown).await;
-            // An idempotent tool's unknown outcome releases the key: calling it again is safe.
-            let released = after.is_some_and(|r| matches!(r.state, OpState::Released { .. }));
-            Ok(if released {
-                answer::retry_safe(id)
-            } else {
-                answer::unknown("outcome_unknown", id)
-            })
-        }
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Reports as the executor, retrying what can be retried; the record after it, if it was
-/// applied.
-async fn report(
-    ledger: &Ledger,
-    call: &Call<'_>,
-    holder: &str,
-    id: crate::core::key::OperationId,
-    report: Report,
-) -> Option<OperationRecord> {
-    let reported =
-        retrying(|| ledger.report(call.principal, id, holder, None, report.clone())).await;
-    match reported {
-        Ok(answer) if matches!(answer.decision, Decision::Accepted | Decision::Unchanged) => {
-            answer.record
+    #[test]
+    fn only_what_the_call_got_wrong_is_a_protocol_error() {
+        let invalid = [
+            LedgerError::MissingKey,
+            LedgerError::ToolNotAllowed,
+            LedgerError::unknown_tool("pay.x"),
+            LedgerError::UnknownParent,
+        ];
+        for e in invalid {
+            assert!(matches!(CallRefused::from(e), CallRefused::Invalid(_)));
         }
-        Ok(answer) => {
-            tracing::warn!(operation = %id, decision = answer.decision.code(), "an MCP call's report was refused");
-            None
-        }
-        Err(e) => {
-            tracing::warn!(operation = %id, error = %e, "cannot record an MCP call's outcome; its lease will lapse into recovery");
-            None
+        let unavailable = [
+            LedgerError::DecisionTimeout,
+            LedgerError::Unavailable("log".into()),
+            LedgerError::NotFound,
+            LedgerError::NoCompensation,
+        ];
+        for e in unavailable {
+            assert!(matches!(CallRefused::from(e), CallRefused::Unavailable(_)));
         }
     }
 }

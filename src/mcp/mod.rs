@@ -8,6 +8,7 @@
 pub mod answer;
 mod call;
 mod catalog;
+mod execute;
 pub mod key;
 mod server;
 mod upstream;

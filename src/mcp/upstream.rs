@@ -52,14 +52,6 @@ impl Upstream {
         })
     }
 
-    /// Whether it is connected now.
-    pub fn is_connected(&self) -> bool {
-        self.peer
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-    }
-
     /// The tools it listed last.
     pub fn tools(&self) -> Arc<Vec<Tool>> {
         self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()

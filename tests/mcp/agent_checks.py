@@ -74,32 +74,37 @@ async def listing():
 async def retries_in_parallel():
     """An agent's call times out on its side; it retries 20 times at once: one side effect."""
     args = {"amount": 1500, "customer": "cus_1", "delay_s": 3.0}
-    # The agent gives up after 0.5 s and drops its connection (a stateless client: nothing
-    # keeps the request open). The charge upstream runs 3 s, its effect first.
+    # The agent gives up once the upstream has run the effect (the call runs on for 3 s) and
+    # drops its connection (a stateless client: nothing keeps the request open).
     http, c = client(mode="auto")
     async with http, c:
+        abandoned = asyncio.create_task(c.call_tool("pay.charge", args, meta={KEY: "order-1"}))
+        for _ in range(400):
+            if effects("charge") or abandoned.done():
+                break
+            await asyncio.sleep(0.05)
+        assert effects("charge"), f"the first call never reached the upstream: {abandoned}"
+        effect_at = asyncio.get_running_loop().time()
+        abandoned.cancel()
         try:
-            await asyncio.wait_for(c.call_tool("pay.charge", args, meta={KEY: "order-1"}), timeout=0.5)
-        except TimeoutError:
+            await abandoned
+        except BaseException:  # cancelled, or the SDK's own error about it
             pass
-        else:
-            raise AssertionError("the first call should have outlasted the agent's 0.5 s")
-    for _ in range(200):
-        if effects("charge"):
-            break
-        await asyncio.sleep(0.05)
-    effect_at = asyncio.get_running_loop().time()
+    # The upstream call ends about 3 s after its effect: answers decided before that are
+    # in_progress (with a margin for the 50 ms polling above).
+    ends_at = effect_at + 2.9
     # 20 retries at once, while the abandoned call still runs upstream.
     http, c = client()
     async with http, c:
         retries = await asyncio.gather(
             *[c.call_tool("pay.charge", args, meta={KEY: "order-1"}) for _ in range(20)]
         )
+        retries_in_time = asyncio.get_running_loop().time() < ends_at
         # Past the tool's 1 s lease, the abandoned call still runs: its lease is renewed, so
         # a retry is told to wait, not sent to a person.
         await asyncio.sleep(max(0.0, effect_at + 1.3 - asyncio.get_running_loop().time()))
         late = await c.call_tool("pay.charge", args, meta={KEY: "order-1"})
-        assert asyncio.get_running_loop().time() < effect_at + 2.9, (
+        assert asyncio.get_running_loop().time() < ends_at, (
             "the late retry came after the call ended: this machine is too slow for the check"
         )
         assert meta_of(late)["io.opledger/decision"] == "in_progress", meta_of(late)
@@ -113,9 +118,12 @@ async def retries_in_parallel():
             assert meta_of(r)["io.opledger/decision"] == "in_progress", meta_of(r)
             await asyncio.sleep(0.1)
         assert first is not None, "the abandoned call was never reported"
+    # On a machine too slow to send all 20 within the call, the last ones replay.
+    allowed = {"in_progress"} if retries_in_time else {"in_progress", "replay"}
     for r in retries:
-        assert meta_of(r)["io.opledger/decision"] == "in_progress", meta_of(r)
-        assert r.is_error and "do not change its arguments" in text_of(r), text_of(r)
+        assert meta_of(r)["io.opledger/decision"] in allowed, meta_of(r)
+        if meta_of(r)["io.opledger/decision"] == "in_progress":
+            assert r.is_error and "do not change its arguments" in text_of(r), text_of(r)
     charges = effects("charge")
     assert len(charges) == 1, charges
     op = meta_of(first)["io.opledger/operation-id"]
@@ -364,8 +372,8 @@ async def an_upstream_dying_mid_call_leaves_the_outcome_unknown():
         assert first.is_error and meta_of(first)["io.opledger/decision"] == "outcome_unknown", meta_of(first)
         assert "may have happened" in text_of(first), text_of(first)
         assert os.path.exists(down), "the upstream left its down marker"
-        # Down (its restart waits on the marker): the same call is not run again, and another
-        # recorded call is refused with nothing done.
+        # Down (its restart waits on the marker): the same call is answered from the ledger,
+        # never "nothing was done"; a new recorded call is released with nothing done.
         again = await c.call_tool("pay.crash", {}, meta={KEY: "crash-1"})
         assert meta_of(again)["io.opledger/decision"] in ("outcome_unknown", "manual"), meta_of(again)
         refused = await c.call_tool("pay.charge", {"amount": 4, "customer": "cus_down"}, meta={KEY: "down-1"})
