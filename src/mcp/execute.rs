@@ -185,31 +185,17 @@ impl Execution {
                 report(ledger, principal, holder, id, Report::Complete(stored)).await;
                 answer::with_decision(result, "execute", Some(id))
             }
+            // Nothing was sent: provably not executed, so the key is free for a retry.
             Err(CallError::Down) => {
-                // Nothing was sent: provably not executed, so the key is free for a retry.
-                let released = Report::Fail {
-                    kind: FailureKind::NotAccepted,
-                    code: "upstream_down".into(),
-                };
-                report(ledger, principal, holder, id, released).await;
-                answer::refusal(
-                    "not_executed",
-                    Some(id),
+                never_ran(ledger, principal, holder, id, "upstream_down",
                     "The tool's server is not reachable right now; nothing was done. Retry the same call in a little while.",
-                )
+                ).await
             }
+            // The upstream answered the call with a protocol error: it did not run the tool.
             Err(CallError::Refused(reason)) => {
-                // The upstream answered the call with a protocol error: it did not run the tool.
-                let released = Report::Fail {
-                    kind: FailureKind::NotAccepted,
-                    code: "upstream_refused".into(),
-                };
-                report(ledger, principal, holder, id, released).await;
-                answer::refusal(
-                    "not_executed",
-                    Some(id),
+                never_ran(ledger, principal, holder, id, "upstream_refused",
                     &format!("The tool's server refused the call ({reason}); nothing was done."),
-                )
+                ).await
             }
             Err(e) => {
                 let cause = match &e {
@@ -228,6 +214,23 @@ impl Execution {
             }
         }
     }
+}
+
+/// Releases the key of a call the upstream never ran (as not accepted), and says so.
+async fn never_ran(
+    ledger: &Ledger,
+    principal: &Principal,
+    holder: &str,
+    id: OperationId,
+    code: &str,
+    text: &str,
+) -> CallToolResult {
+    let released = Report::Fail {
+        kind: FailureKind::NotAccepted,
+        code: code.into(),
+    };
+    report(ledger, principal, holder, id, released).await;
+    answer::refusal("not_executed", Some(id), text)
 }
 
 /// Reports as the executor, retrying what can be retried; the record after it, if it was
