@@ -652,6 +652,109 @@ async fn a_revoked_grant_replays_withheld_through_any_node() {
     }
 }
 
+/// The MCP gateway on Kafka: two nodes on one topic, both with the same upstream (a FastMCP
+/// payment server over stdio) and the same tool contract; an agent using the official MCP
+/// Python SDK talks to the first node only. Keys whose partitions the second node serves are
+/// claimed and reported through it (typed peer messages): every call executes once and its
+/// retry replays, wherever its partition is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_gateway_on_kafka_executes_once_whichever_node_owns_the_key() {
+    const PARTITIONS: u32 = 4;
+    let python = common::mcp_python();
+    let log = kafka_log(&test_brokers(), &fresh_name("mcp"), PARTITIONS);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let effects = tmp.path().join("effects.jsonl");
+    std::fs::write(&effects, "").expect("creates the effects file");
+    let root = env!("CARGO_MANIFEST_DIR");
+    let gateway = format!(
+        r#"
+[[mcp.upstream]]
+name = "pay"
+command = ["{python}", "{root}/tests/mcp/pay_server.py", "{effects}"]
+
+[[tool]]
+name = "pay.charge"
+class = "keyed"
+[tool.fingerprint]
+amount = ["amount"]
+recipient = ["customer"]
+"#,
+        effects = effects.display()
+    );
+    let nodes: Vec<Server> = (0..2)
+        .map(|i| Server::start_kafka(&tmp.path().join(format!("n{i}")), &log, &gateway))
+        .collect();
+    all_partitions_served(&[&nodes[0], &nodes[1]], u64::from(PARTITIONS)).await;
+    let deadline = Instant::now() + SETTLE;
+    while !nodes[0].stderr().contains("MCP upstream connected") {
+        assert!(Instant::now() < deadline, "the upstream did not connect");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let keys: Vec<String> = (0..12).map(|k| format!("mcp-kafka-{k}")).collect();
+    let output = std::process::Command::new(&python)
+        .arg(format!("{root}/tests/mcp/calls_twice.py"))
+        .arg(format!("{}/mcp", nodes[0].base))
+        .arg(TOKEN_A)
+        .args(&keys)
+        .output()
+        .expect("runs the agent");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the agent failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let answers: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(answers.len(), keys.len(), "{stdout}");
+    let mut owners = BTreeSet::new();
+    for answer in &answers {
+        assert_eq!(
+            (
+                answer["first"].as_str(),
+                answer["second"].as_str(),
+                answer["same_text"].as_bool()
+            ),
+            (Some("execute"), Some("replay"), Some(true)),
+            "{answer}"
+        );
+        let id = opledger::core::key::OperationId::parse(answer["op"].as_str().expect("an id"))
+            .expect("an operation id");
+        let partition = opledger::log::model::partition_of_key(id.partition_key(), PARTITIONS);
+        owners.insert(server_of(&[&nodes[0], &nodes[1]], partition).await);
+        // Completed, as either node reads it.
+        let path = format!(
+            "/v1/operations/{}",
+            answer["op"].as_str().unwrap_or_default()
+        );
+        for node in &nodes {
+            let (status, record) = answered(|| get(node, &path)).await;
+            assert_eq!(
+                (status, record["state"].as_str()),
+                (200, Some("completed")),
+                "{record}"
+            );
+        }
+    }
+    assert_eq!(
+        owners,
+        BTreeSet::from([Some(0), Some(1)]),
+        "the keys' partitions are served by both nodes"
+    );
+    let charges = std::fs::read_to_string(&effects).expect("effects");
+    assert_eq!(
+        charges.lines().count(),
+        keys.len(),
+        "one effect per key:\n{charges}"
+    );
+    for node in nodes {
+        node.stop();
+    }
+}
+
 /// A members topic with more than one partition would leave announcements unread: the node
 /// refuses to start and names it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
