@@ -34,6 +34,15 @@ fn bench_partitions() -> u32 {
 }
 
 /// Writer threads of the embedded log: its default, or `BENCH_WRITER_THREADS`.
+/// Claims of the in-process phase: `BENCH_INPROC` (e.g. 2000000, to watch RSS level off over
+/// a long run), else 100,000 per scale step.
+fn inproc_claims(scale: usize) -> usize {
+    std::env::var("BENCH_INPROC")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000 * scale)
+}
+
 fn bench_writer_threads() -> Option<u32> {
     std::env::var("BENCH_WRITER_THREADS")
         .ok()
@@ -225,7 +234,7 @@ fn main() {
         }
         let mut inproc = empty();
         if run("inproc") {
-            let (f, curve) = in_process(&tmp.path().join("inproc"), 512, 100_000 * scale).await;
+            let (f, curve) = in_process(&tmp.path().join("inproc"), 512, inproc_claims(scale)).await;
             inproc = f;
             inproc.print("in-process claims, 512 tasks, distinct keys");
             let curve: Vec<String> = curve
