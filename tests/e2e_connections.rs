@@ -1,6 +1,7 @@
 //! Hostile and slow clients against the real binary: a half-sent request no longer keeps a
 //! stopping node alive, connections that send nothing (at first, or between requests) are
-//! closed, a body that does not arrive is answered 408, and connections beyond the limit wait.
+//! closed, a body that does not arrive is answered 408, a body that cannot be read 400, and
+//! connections beyond the limit wait.
 
 mod common;
 
@@ -149,6 +150,30 @@ async fn silent_and_idle_connections_are_closed_and_a_body_that_does_not_come_is
         .expect("answered and closed");
     assert!(
         answer.starts_with("HTTP/1.1 408") && answer.contains("\"body_timeout\""),
+        "{answer}"
+    );
+    let config = server.config.clone();
+    server.stop();
+    let audit = common::cli_json(&config, "audit");
+    assert_eq!(common::operation_events(&audit), 0, "{audit}");
+}
+
+/// A body that cannot be read as HTTP (a broken chunked encoding) is bad input, 400
+/// `body_unreadable` — not 413, which says it was too large — and nothing is appended.
+#[tokio::test]
+async fn a_broken_chunked_body_is_answered_400_body_unreadable() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = start(tmp.path(), "body_read_timeout = \"10s\"");
+    let mut broken = connect(&server).await;
+    let request = format!(
+        "POST /v1/operations HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN_A}\r\nIdempotency-Key: chunked-1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{{\"too\r\nzz\r\n"
+    );
+    broken.write_all(request.as_bytes()).await.expect("writes");
+    let answer = until_closed(&mut broken, Duration::from_secs(10))
+        .await
+        .expect("answered and closed");
+    assert!(
+        answer.starts_with("HTTP/1.1 400") && answer.contains("\"body_unreadable\""),
         "{answer}"
     );
     let config = server.config.clone();

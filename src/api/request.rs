@@ -71,7 +71,21 @@ fn too_large(max: usize) -> ApiError {
 async fn bounded(body: Body, state: &ApiState) -> Result<Bytes, ApiError> {
     let max = state.body_bytes_max;
     match tokio::time::timeout(state.body_read_timeout, axum::body::to_bytes(body, max)).await {
-        Ok(read) => read.map_err(|_| too_large(max)),
+        Ok(read) => read.map_err(|e| {
+            let over_limit = e
+                .into_inner()
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some();
+            if over_limit {
+                too_large(max)
+            } else {
+                // A broken chunked encoding, or a connection closed halfway through the body.
+                ApiError::bad_request(
+                    "body_unreadable",
+                    "the body could not be read as HTTP (a broken chunked encoding, or the connection closed before it ended)",
+                )
+            }
+        }),
         Err(_) => Err(ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
             "body_timeout",
