@@ -25,12 +25,13 @@ use std::time::{Duration, Instant};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Partitions of the ledger under test: the default of the config (8), or `BENCH_PARTITIONS`.
+/// Partitions of the ledger under test: the config's default for a new embedded log on this
+/// machine (one per core, at most 8), or `BENCH_PARTITIONS`.
 fn bench_partitions() -> u32 {
     std::env::var("BENCH_PARTITIONS")
         .ok()
         .and_then(|p| p.parse().ok())
-        .unwrap_or(opledger::config::PARTITIONS_DEFAULT)
+        .unwrap_or_else(opledger::config::embedded_partitions_default)
 }
 
 /// Writer threads of the embedded log: its default, or `BENCH_WRITER_THREADS`.

@@ -441,3 +441,64 @@ fn rebuild_on_a_data_directory_without_a_log_creates_nothing() {
     );
     assert!(!typo.exists(), "nothing created at {}", typo.display());
 }
+
+/// How many partitions a node serves, by its `/metrics`.
+async fn partitions_serving(server: &common::Server) -> u64 {
+    let text = server
+        .raw()
+        .get(format!("{}/metrics", server.base))
+        .send()
+        .await
+        .expect("metrics answer")
+        .text()
+        .await
+        .expect("metrics text");
+    text.lines()
+        .find_map(|l| l.strip_prefix("opledger_partitions_serving "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no opledger_partitions_serving in {text}"))
+}
+
+/// Without `[log] partitions` a new embedded log gets one partition per core (at most 8), and
+/// an existing log keeps its own count: a default that depends on the machine never makes a
+/// data directory unreadable. A count the config names must still match.
+#[tokio::test]
+async fn without_partitions_in_the_config_an_existing_log_keeps_its_own_count() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let with = |partitions: &str| common::config_text_log(&data, partitions, "");
+    let config = tmp.path().join("opledger.toml");
+    // Created with 8 partitions, named in the config.
+    std::fs::write(&config, with("partitions = 8")).expect("config");
+    let server = common::Server::start_existing(tmp.path(), &config);
+    assert_eq!(partitions_serving(&server).await, 8);
+    server.stop();
+    // The same data directory, a config that names no count: still 8.
+    std::fs::write(&config, with("")).expect("config");
+    let server = common::Server::start_existing(tmp.path(), &config);
+    assert_eq!(partitions_serving(&server).await, 8);
+    server.stop();
+    // A count that disagrees with the log is refused, naming both.
+    std::fs::write(&config, with("partitions = 3")).expect("config");
+    let out = opledger()
+        .args(["serve", "--config"])
+        .arg(&config)
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains('8') && text.contains('3'), "{text}");
+    // A new log without a count: one partition per core, at most 8.
+    let fresh = tmp.path().join("fresh");
+    std::fs::create_dir_all(&fresh).expect("dir");
+    let fresh_config = fresh.join("opledger.toml");
+    std::fs::write(
+        &fresh_config,
+        common::config_text_log(&fresh.join("data"), "", ""),
+    )
+    .expect("config");
+    let server = common::Server::start_existing(&fresh, &fresh_config);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    assert_eq!(partitions_serving(&server).await, cores.clamp(1, 8));
+    server.stop();
+}

@@ -278,12 +278,19 @@ fn check(path: &std::path::Path) -> anyhow::Result<()> {
         ),
     };
     println!(
-        "{}: ok — {log}, data_dir {}, listen {}{}, {} partitions, {} principals, tools: {}",
+        "{}: ok — {log}, data_dir {}, listen {}{}, {}, {} principals, tools: {}",
         path.display(),
         config.data_dir.display(),
         config.listen,
         if config.tls.is_some() { " (TLS)" } else { "" },
-        config.partitions,
+        if config.partitions_set {
+            format!("{} partitions", config.partitions)
+        } else {
+            format!(
+                "{} partitions for a new log (an existing one keeps its own)",
+                config.partitions
+            )
+        },
         config.principals_by_token.len(),
         tools.join(", ")
     );

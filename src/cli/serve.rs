@@ -86,7 +86,7 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
         if let Some(token) = &dev_token {
             print_dev_banner(addr, token, &config.data_dir);
         }
-        tracing::info!(%addr, data_dir = %config.data_dir.display(), partitions = config.partitions, "opledger serving");
+        tracing::info!(%addr, data_dir = %config.data_dir.display(), partitions = node.ledger.partition_count(), "opledger serving");
         // Register SIGINT/SIGTERM before the listening line: a stop sent right after it would
         // otherwise meet the default action and end the node uncleanly. (While the node catches
         // up, the default action stays: Ctrl-C then stops it at once, which costs only a replay.)

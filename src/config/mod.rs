@@ -30,8 +30,19 @@ use std::path::{Path, PathBuf};
 
 /// Largest request body accepted when the config does not say, in bytes.
 pub const BODY_BYTES_MAX_DEFAULT: usize = 64 * 1024;
-/// Partitions of a new log when the config does not say.
+/// Partitions of a new Kafka topic when the config does not say, and the most a new embedded
+/// log gets by default.
 pub const PARTITIONS_DEFAULT: u32 = 8;
+
+/// Partitions of a new embedded log when the config does not say: one per CPU core, at most
+/// [`PARTITIONS_DEFAULT`]. Each partition has its own writer round and `fdatasync`, its own
+/// arbiter batch and projection commits; more partitions than cores only split the same work
+/// into more, smaller rounds (on 2 cores, 2 partitions gave twice the in-process claims of 8).
+pub fn embedded_partitions_default() -> u32 {
+    std::thread::available_parallelism()
+        .map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+        .clamp(1, PARTITIONS_DEFAULT)
+}
 
 /// A validated configuration.
 #[derive(Clone, Debug)]
@@ -42,8 +53,12 @@ pub struct Config {
     pub listen: SocketAddr,
     /// The log backend.
     pub backend: Backend,
-    /// Partitions of the log.
+    /// Partitions of the log: what a new log gets, and what an existing one must have when
+    /// `partitions_set`. Without it, an existing embedded log keeps its own count (a default
+    /// that depends on the machine must not make a moved data directory unreadable).
     pub partitions: u32,
+    /// Whether the config names `[log] partitions`.
+    pub partitions_set: bool,
     /// Writer threads of the embedded log (`None`: one per partition).
     pub writer_threads: Option<u32>,
     /// Largest request body, in bytes.
@@ -115,27 +130,34 @@ impl Config {
                 ),
             )
         })?;
-        if raw.log.partitions == 0 || raw.log.partitions > 4096 {
+        if let Some(n) = raw.log.partitions
+            && (n == 0 || n > 4096)
+        {
             return Err(invalid(
                 Setting::Key("log", "partitions"),
-                format!(
-                    "[log] partitions = {} must be between 1 and 4096",
-                    raw.log.partitions
-                ),
+                format!("[log] partitions = {n} must be between 1 and 4096"),
             ));
         }
+        // Without `partitions`, an existing log's own count is known only when it is opened,
+        // which checks the bound then.
         if let Some(w) = raw.log.writer_threads
-            && (w == 0 || w > raw.log.partitions)
+            && (w == 0 || raw.log.partitions.is_some_and(|n| w > n))
         {
             return Err(invalid(
                 Setting::Key("log", "writer_threads"),
-                format!(
-                    "[log] writer_threads = {w} must be between 1 and partitions ({})",
-                    raw.log.partitions
-                ),
+                match raw.log.partitions {
+                    Some(n) => {
+                        format!("[log] writer_threads = {w} must be between 1 and partitions ({n})")
+                    }
+                    None => format!("[log] writer_threads = {w} must be at least 1"),
+                },
             ));
         }
         let backend = backend::validate_backend(&raw.log)?;
+        let partitions = raw.log.partitions.unwrap_or(match backend {
+            Backend::Embedded => embedded_partitions_default(),
+            Backend::Kafka(_) => PARTITIONS_DEFAULT,
+        });
         let tools = tools::validate_tools(raw.tools)?;
         let mcp = mcp::validate_mcp(raw.mcp)?;
         let upstreams: Vec<&str> = mcp
@@ -168,7 +190,8 @@ impl Config {
             data_dir: raw.data_dir,
             listen,
             backend,
-            partitions: raw.log.partitions,
+            partitions,
+            partitions_set: raw.log.partitions.is_some(),
             writer_threads: raw.log.writer_threads,
             body_bytes_max,
             projection_cache_bytes: raw.limits.projection_cache_mb.unwrap_or(256) * 1024 * 1024,
@@ -292,6 +315,25 @@ mod tests {
             err("[[principal]]\nid = \"a\"\ntoken = \"long-enough\"\ntools = [\"nope\"]")
                 .contains("nope")
         );
+    }
+
+    #[test]
+    fn partitions_default_to_the_cores_for_a_new_embedded_log_and_to_eight_on_kafka() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        let unset = Config::parse("").expect("valid");
+        assert_eq!(unset.partitions, cores.clamp(1, PARTITIONS_DEFAULT));
+        assert!(!unset.partitions_set);
+        let set = Config::parse("[log]\npartitions = 5").expect("valid");
+        assert_eq!((set.partitions, set.partitions_set), (5, true));
+        let kafka =
+            Config::parse("[log]\nbackend = \"kafka\"\nbrokers = \"b:9092\"").expect("valid");
+        assert_eq!(
+            (kafka.partitions, kafka.partitions_set),
+            (PARTITIONS_DEFAULT, false)
+        );
+        // Without partitions, writer_threads is bounded when the log's count is known.
+        assert!(Config::parse("[log]\nwriter_threads = 16").is_ok());
+        assert!(err("[log]\nwriter_threads = 0").contains("at least 1"));
     }
 
     #[test]

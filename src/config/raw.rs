@@ -1,6 +1,5 @@
 //! The config file's TOML schema as parsed, before validation gives it meaning.
 
-use super::PARTITIONS_DEFAULT;
 use super::backend::PeerSecret;
 use crate::core::contract::{LossLevel, ToolClass};
 use serde::Deserialize;
@@ -68,8 +67,8 @@ fn default_listen() -> String {
 pub(super) struct RawLog {
     #[serde(default = "default_backend")]
     pub(super) backend: String,
-    #[serde(default = "default_partitions")]
-    pub(super) partitions: u32,
+    #[serde(default)]
+    pub(super) partitions: Option<u32>,
     #[serde(default)]
     pub(super) brokers: Option<String>,
     #[serde(default)]
@@ -94,7 +93,7 @@ impl Default for RawLog {
     fn default() -> Self {
         Self {
             backend: default_backend(),
-            partitions: default_partitions(),
+            partitions: None,
             brokers: None,
             writer_threads: None,
             topic: None,
@@ -110,10 +109,6 @@ impl Default for RawLog {
 
 fn default_backend() -> String {
     "embedded".to_owned()
-}
-
-fn default_partitions() -> u32 {
-    PARTITIONS_DEFAULT
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -46,6 +46,11 @@ pub struct Ledger {
 }
 
 impl Ledger {
+    /// Partitions of the log this ledger serves.
+    pub fn partition_count(&self) -> u32 {
+        self.router.partition_count()
+    }
+
     /// A ledger that asks `router` for partitions.
     pub fn new(router: Arc<Router>, tools: HashMap<String, ToolContract>) -> Self {
         Self {

@@ -64,11 +64,23 @@ async fn open_kafka(config: &Config, kafka: &KafkaSettings) -> Result<KafkaLog, 
 
 fn open_embedded(config: &Config) -> Result<EmbeddedLog, NodeError> {
     let dir = config.data_dir.join("log");
-    let mut options = EmbeddedOptions::new(config.partitions);
+    let opening = |source| NodeError::OpenLog {
+        dir: dir.clone(),
+        source,
+    };
+    // An existing log keeps its own count unless the config names one (then they must agree).
+    let partitions = if config.partitions_set {
+        config.partitions
+    } else {
+        EmbeddedLog::existing_partitions(&dir)
+            .map_err(opening)?
+            .unwrap_or(config.partitions)
+    };
+    let mut options = EmbeddedOptions::new(partitions);
     if let Some(threads) = config.writer_threads {
         options.writer_threads = threads;
     }
-    EmbeddedLog::open(&dir, options).map_err(|source| NodeError::OpenLog { dir, source })
+    EmbeddedLog::open(&dir, options).map_err(opening)
 }
 
 pub(super) fn identity(log: &AnyLog) -> LogIdentity {

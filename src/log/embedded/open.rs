@@ -23,6 +23,11 @@ use super::{EmbeddedLog, WriterHandle};
 const LOCK_FILE: &str = "log.lock";
 
 impl EmbeddedLog {
+    /// The partition count of the log in `dir`, if there is one (from its meta file).
+    pub fn existing_partitions(dir: &Path) -> Result<Option<u32>, LogError> {
+        Ok(meta::read_meta(dir)?.map(|m| m.partitions))
+    }
+
     /// Opens (or creates) the log in `dir`, verifying all data and repairing torn tails.
     ///
     /// Fails with [`LogError::PartitionCountMismatch`] if the log exists with a different
