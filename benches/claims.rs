@@ -34,9 +34,8 @@ fn bench_partitions() -> u32 {
         .unwrap_or_else(opledger::config::embedded_partitions_default)
 }
 
-/// Writer threads of the embedded log: its default, or `BENCH_WRITER_THREADS`.
 /// Claims of the in-process phase: `BENCH_INPROC` (e.g. 2000000, to watch RSS level off over
-/// a long run), else 100,000 per scale step.
+/// a long run; rounded down to whole rounds of the 512 tasks), else 100,000 per scale step.
 fn inproc_claims(scale: usize) -> usize {
     std::env::var("BENCH_INPROC")
         .ok()
@@ -44,6 +43,7 @@ fn inproc_claims(scale: usize) -> usize {
         .unwrap_or(100_000 * scale)
 }
 
+/// Writer threads of the embedded log: its default, or `BENCH_WRITER_THREADS`.
 fn bench_writer_threads() -> Option<u32> {
     std::env::var("BENCH_WRITER_THREADS")
         .ok()

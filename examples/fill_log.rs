@@ -16,7 +16,7 @@ use opledger::config::{Backend, Config};
 use opledger::core::event::{self, Claim, Envelope, EventBody, ReplyTo};
 use opledger::core::fingerprint;
 use opledger::core::key::{ClientKey, OperationId, ScopedHash};
-use opledger::log::embedded::{EmbeddedLog, EmbeddedOptions};
+use opledger::log::embedded::EmbeddedLog;
 use opledger::log::model::{EventLog, NewRecord, partition_for};
 use std::sync::Arc;
 use std::time::Instant;
@@ -61,11 +61,10 @@ fn main() -> anyhow::Result<()> {
         .clone();
 
     let dir = config.data_dir.join("log");
-    let mut options = EmbeddedOptions::new(config.partitions);
-    if let Some(threads) = config.writer_threads {
-        options.writer_threads = threads;
-    }
-    let log = Arc::new(EmbeddedLog::open(&dir, options)?);
+    let log = Arc::new(EmbeddedLog::open(
+        &dir,
+        opledger::node::embedded_options(&config)?,
+    )?);
     let partitions = log.partition_count();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -473,8 +473,13 @@ async fn without_partitions_in_the_config_an_existing_log_keeps_its_own_count() 
     let server = common::Server::start_existing(tmp.path(), &config);
     assert_eq!(partitions_serving(&server).await, 8);
     server.stop();
-    // The same data directory, a config that names no count: still 8.
+    // The same data directory, a config that names no count: still 8, and check says so.
     std::fs::write(&config, with("")).expect("config");
+    let checked = check_passes(&config);
+    assert!(
+        checked.contains("8 partitions (the existing log's)"),
+        "{checked}"
+    );
     let server = common::Server::start_existing(tmp.path(), &config);
     assert_eq!(partitions_serving(&server).await, 8);
     server.stop();
@@ -492,9 +497,10 @@ async fn without_partitions_in_the_config_an_existing_log_keeps_its_own_count() 
     let fresh = tmp.path().join("fresh");
     std::fs::create_dir_all(&fresh).expect("dir");
     let fresh_config = fresh.join("opledger.toml");
+    // writer_threads = 8 was valid with the old fixed default of 8: it is capped, not refused.
     std::fs::write(
         &fresh_config,
-        common::config_text_log(&fresh.join("data"), "", ""),
+        common::config_text_log(&fresh.join("data"), "writer_threads = 8", ""),
     )
     .expect("config");
     let server = common::Server::start_existing(&fresh, &fresh_config);

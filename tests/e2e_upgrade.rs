@@ -8,7 +8,7 @@ mod common;
 use common::{Server, TOKEN_A, config_text};
 use opledger::config::Config;
 use opledger::core::event;
-use opledger::log::embedded::{EmbeddedLog, EmbeddedOptions};
+use opledger::log::embedded::EmbeddedLog;
 use opledger::log::model::EventLog;
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -23,7 +23,7 @@ fn request() -> serde_json::Value {
 async fn stored_versions(config: &Config) -> BTreeSet<u16> {
     let log = EmbeddedLog::open(
         &config.data_dir.join("log"),
-        EmbeddedOptions::new(config.partitions),
+        opledger::node::embedded_options(config).expect("options"),
     )
     .expect("log opens");
     let mut versions = BTreeSet::new();

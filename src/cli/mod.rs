@@ -246,6 +246,31 @@ fn said_once(error: &anyhow::Error) -> String {
     text
 }
 
+/// What `check` says of the partition count: the config's, or (unset) the existing embedded
+/// log's, a new one's default, or Kafka's default that the topic must match.
+fn partitions_said(config: &Config) -> String {
+    use opledger::config::Backend;
+    if config.partitions_set {
+        return format!("{} partitions", config.partitions);
+    }
+    match &config.backend {
+        Backend::Kafka(_) => format!(
+            "{} partitions (the default; the topic must have as many)",
+            config.partitions
+        ),
+        Backend::Embedded => {
+            let dir = config.data_dir.join("log");
+            match opledger::log::embedded::EmbeddedLog::existing_partitions(&dir) {
+                Ok(Some(n)) => format!("{n} partitions (the existing log's)"),
+                _ => format!(
+                    "{} partitions for a new log (one per CPU core, at most 8)",
+                    config.partitions
+                ),
+            }
+        }
+    }
+}
+
 /// An RFC 3339 time as milliseconds since the epoch.
 fn parse_time(text: &str) -> Result<u64, String> {
     let time = humantime::parse_rfc3339_weak(text)
@@ -283,14 +308,7 @@ fn check(path: &std::path::Path) -> anyhow::Result<()> {
         config.data_dir.display(),
         config.listen,
         if config.tls.is_some() { " (TLS)" } else { "" },
-        if config.partitions_set {
-            format!("{} partitions", config.partitions)
-        } else {
-            format!(
-                "{} partitions for a new log (an existing one keeps its own)",
-                config.partitions
-            )
-        },
+        partitions_said(&config),
         config.principals_by_token.len(),
         tools.join(", ")
     );

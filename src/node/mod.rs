@@ -9,7 +9,7 @@
 mod open;
 mod rebuild;
 
-pub use open::{kafka_options, open_log, projection_for_reading};
+pub use open::{embedded_options, kafka_options, open_log, projection_for_reading};
 pub use rebuild::rebuild;
 
 use crate::clock::SystemClock;

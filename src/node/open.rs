@@ -62,24 +62,34 @@ async fn open_kafka(config: &Config, kafka: &KafkaSettings) -> Result<KafkaLog, 
         .map_err(in_kafka)
 }
 
+/// The options the embedded log of `config` opens with. The partition count is the config's
+/// when it names one; else an existing log's own (from its meta file), else the default for a
+/// new log. Without a named count, `writer_threads` is capped at the count it comes to (a
+/// config valid under the old fixed default of 8 stays usable on a smaller machine).
+pub fn embedded_options(config: &Config) -> Result<EmbeddedOptions, crate::log::model::LogError> {
+    let partitions = if config.partitions_set {
+        config.partitions
+    } else {
+        EmbeddedLog::existing_partitions(&config.data_dir.join("log"))?.unwrap_or(config.partitions)
+    };
+    let mut options = EmbeddedOptions::new(partitions);
+    if let Some(threads) = config.writer_threads {
+        options.writer_threads = if config.partitions_set {
+            threads
+        } else {
+            threads.min(partitions)
+        };
+    }
+    Ok(options)
+}
+
 fn open_embedded(config: &Config) -> Result<EmbeddedLog, NodeError> {
     let dir = config.data_dir.join("log");
     let opening = |source| NodeError::OpenLog {
         dir: dir.clone(),
         source,
     };
-    // An existing log keeps its own count unless the config names one (then they must agree).
-    let partitions = if config.partitions_set {
-        config.partitions
-    } else {
-        EmbeddedLog::existing_partitions(&dir)
-            .map_err(opening)?
-            .unwrap_or(config.partitions)
-    };
-    let mut options = EmbeddedOptions::new(partitions);
-    if let Some(threads) = config.writer_threads {
-        options.writer_threads = threads;
-    }
+    let options = embedded_options(config).map_err(opening)?;
     EmbeddedLog::open(&dir, options).map_err(opening)
 }
 

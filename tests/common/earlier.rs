@@ -7,7 +7,7 @@ use opledger::core::event::{
 };
 use opledger::core::fingerprint::fingerprint_v1;
 use opledger::core::key::{ClientKey, OperationId, ScopedHash};
-use opledger::log::embedded::{EmbeddedLog, EmbeddedOptions};
+use opledger::log::embedded::EmbeddedLog;
 use opledger::log::model::{EventLog, NewRecord, partition_for};
 
 /// Appends, as an earlier build would have, a claim of `key` for `tool` by agent-a and its
@@ -21,7 +21,7 @@ pub async fn write_completed(
 ) -> OperationId {
     let log = EmbeddedLog::open(
         &config.data_dir.join("log"),
-        EmbeddedOptions::new(config.partitions),
+        opledger::node::embedded_options(config).expect("options"),
     )
     .expect("log opens");
     let contract = &config.tools[tool];
