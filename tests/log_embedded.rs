@@ -343,6 +343,41 @@ async fn file_reads_equal_cache_reads() {
     }
 }
 
+/// Partitions are verified side by side at open; whichever thread meets a failure first, the
+/// answer is the first failure in partition order, for both kinds of open.
+#[tokio::test]
+async fn of_several_damaged_partitions_the_lowest_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut options = EmbeddedOptions::new(6);
+    options.segment_bytes_max = 1024;
+    let log = open(dir, options.clone());
+    for p in 0..6 {
+        append_each(&log, p, 0, 30, 100).await;
+    }
+    log.close().unwrap();
+    // A payload byte flipped in the first segment of partitions 5 and 2 (several segments
+    // follow it): damage to acknowledged data, never cut off.
+    let frame = FRAME_OVERHEAD + 100;
+    for p in [5, 2] {
+        let segs = segments(dir, p);
+        assert!(segs.len() >= 3, "several segments: {segs:?}");
+        flip_byte(&segs[0], frame + 60);
+    }
+    for _ in 0..5 {
+        match EmbeddedLog::open(dir, options.clone()) {
+            Err(LogError::Corrupt { partition, .. }) => assert_eq!(partition, 2),
+            Err(other) => panic!("expected corruption of partition 2, got {other:?}"),
+            Ok(_) => panic!("a damaged log opened"),
+        }
+        match EmbeddedLog::open_read_only(dir) {
+            Err(LogError::Corrupt { partition, .. }) => assert_eq!(partition, 2),
+            Err(other) => panic!("expected corruption of partition 2, got {other:?}"),
+            Ok(_) => panic!("a damaged log opened read-only"),
+        }
+    }
+}
+
 #[tokio::test]
 async fn partition_count_mismatch_is_refused() {
     let tmp = tempfile::tempdir().unwrap();

@@ -2,7 +2,7 @@
 //! starting the writer threads, or a read-only snapshot without any of that.
 
 use std::fs::{self, File, OpenOptions};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -48,27 +48,7 @@ impl EmbeddedLog {
             None => initialize(dir, options.partitions)?,
         };
 
-        let mut recovered = Vec::with_capacity(options.partitions as usize);
-        for p in 0..options.partitions {
-            let pdir = dir.join(segment::partition_dir_name(p));
-            if !pdir.is_dir() {
-                return Err(LogError::Corrupt {
-                    partition: p,
-                    segment: pdir,
-                    position: 0,
-                    reason: "partition directory is missing".into(),
-                });
-            }
-            let rec = segment::recover_partition(
-                p,
-                &pdir,
-                options.index_interval_records,
-                options.torn_bytes_max(),
-                true,
-                meta.sealed_from(p),
-            )?;
-            recovered.push((pdir, rec));
-        }
+        let recovered = recover_all(dir, &meta, &options, true)?;
 
         // Every partition verified: only now may the first sealed frame follow older ones.
         let ends: Vec<u64> = recovered.iter().map(|(_, r)| r.next_offset).collect();
@@ -146,16 +126,7 @@ impl EmbeddedLog {
         let defaults = EmbeddedOptions::new(meta.partitions);
         let mut partitions = Vec::with_capacity(meta.partitions as usize);
         let mut unread_tails = Vec::with_capacity(meta.partitions as usize);
-        for p in 0..meta.partitions {
-            let pdir = dir.join(segment::partition_dir_name(p));
-            let mut rec = segment::recover_partition(
-                p,
-                &pdir,
-                defaults.index_interval_records,
-                defaults.torn_bytes_max(),
-                false,
-                meta.sealed_from(p),
-            )?;
+        for (p, (_, mut rec)) in (0..).zip(recover_all(dir, &meta, &defaults, false)?) {
             unread_tails.push(rec.unread_tail);
             let shared = Arc::new(PartitionShared::new(p, &mut rec, 0, 0));
             shared.close();
@@ -175,6 +146,70 @@ impl EmbeddedLog {
 }
 
 /// Takes the directory's advisory lock so two instances never write the same files.
+/// Scans and verifies every partition (repairing torn tails when `repair`), partitions side by
+/// side on as many threads as there are cores: each partition is its own files and chain, and
+/// checking every seal of a large log is most of an open. The first failure in partition
+/// order is the answer, whichever thread met it first.
+fn recover_all(
+    dir: &Path,
+    meta: &Meta,
+    options: &EmbeddedOptions,
+    repair: bool,
+) -> Result<Vec<(PathBuf, segment::Recovered)>, LogError> {
+    let recover = |p: u32| {
+        let pdir = dir.join(segment::partition_dir_name(p));
+        if repair && !pdir.is_dir() {
+            return Err(LogError::Corrupt {
+                partition: p,
+                segment: pdir,
+                position: 0,
+                reason: "partition directory is missing".into(),
+            });
+        }
+        let rec = segment::recover_partition(
+            p,
+            &pdir,
+            options.index_interval_records,
+            options.torn_bytes_max(),
+            repair,
+            meta.sealed_from(p),
+        )?;
+        Ok((pdir, rec))
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(meta.partitions as usize)
+        .max(1);
+    let mut results: Vec<Option<Result<_, LogError>>> =
+        (0..meta.partitions).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        // Thread t takes partitions t, t + threads, …
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let recover = &recover;
+                scope.spawn(move || {
+                    (t..meta.partitions as usize)
+                        .step_by(threads)
+                        .map(|p| (p, recover(p as u32)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for worker in workers {
+            let done = worker
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            for (p, result) in done {
+                results[p] = Some(result);
+            }
+        }
+    });
+    results
+        .into_iter()
+        .map(|r| r.expect("every partition was scanned"))
+        .collect()
+}
+
 fn acquire_lock(dir: &Path) -> Result<File, LogError> {
     let path = dir.join(LOCK_FILE);
     let file = OpenOptions::new()
