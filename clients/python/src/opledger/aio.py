@@ -18,7 +18,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Optional
 
 from ._core import Answer, Base, Call, KeySource, Waiter, default_holder, log, log_wait, op_path, settle
 from ._transport import TRANSPORT_ERRORS, Response
-from .client import ParentSource, RequestSource, as_result, call_inputs, status_of
+from .client import ExecutionState, ParentSource, RequestSource, as_result, call_inputs, status_of
 from .errors import DefiniteFailure, NotAccepted, OpledgerError, UnreportedOperation
 from .models import Claim, Operation, Report, Result
 
@@ -209,37 +209,12 @@ class AsyncClient(Base):
             await asyncio.sleep(delay)
 
 
-class AsyncExecution:
+class AsyncExecution(ExecutionState):
     """The operation inside ``async with client.operation(...) as op``."""
 
     def __init__(self, client: AsyncClient, claim: Claim, holder: str) -> None:
+        super().__init__(claim, holder)
         self._client = client
-        self.claim = claim
-        self.holder = holder
-        self.result: Optional[Result] = claim.result if claim.decision == "replay" else None
-        self.report: Optional[Report] = None
-
-    @property
-    def id(self) -> str:
-        return self.claim.operation_id
-
-    @property
-    def executing(self) -> bool:
-        return self.claim.decision == "execute"
-
-    @property
-    def replayed(self) -> bool:
-        return self.claim.decision == "replay"
-
-    @property
-    def reported(self) -> bool:
-        return self.report is not None
-
-    def _check(self) -> None:
-        if not self.executing:
-            raise OpledgerError(f"operation {self.id} was replayed: there is nothing to report")
-        if self.report is not None:
-            raise OpledgerError(f"operation {self.id} was reported already ({self.report.state})")
 
     async def complete(
         self, resource_ref: str, status: int, headers: Optional[Mapping[str, str]] = None

@@ -242,11 +242,11 @@ class Client(Base):
             time.sleep(delay)
 
 
-class Execution:
-    """The operation inside ``with client.operation(...) as op``."""
+class ExecutionState:
+    """What an operation inside ``with``/``async with client.operation(...)`` knows, whichever
+    client runs it: its claim, holder, result and report."""
 
-    def __init__(self, client: Client, claim: Claim, holder: str) -> None:
-        self._client = client
+    def __init__(self, claim: Claim, holder: str) -> None:
         self.claim = claim
         self.holder = holder
         self.result: Optional[Result] = claim.result if claim.decision == "replay" else None
@@ -275,6 +275,14 @@ class Execution:
             raise OpledgerError(f"operation {self.id} was replayed: there is nothing to report")
         if self.report is not None:
             raise OpledgerError(f"operation {self.id} was reported already ({self.report.state})")
+
+
+class Execution(ExecutionState):
+    """The operation inside ``with client.operation(...) as op``."""
+
+    def __init__(self, client: Client, claim: Claim, holder: str) -> None:
+        super().__init__(claim, holder)
+        self._client = client
 
     def complete(self, resource_ref: str, status: int, headers: Optional[Mapping[str, str]] = None) -> Result:
         """Report the side effect's result; returns the stored :class:`Result`."""
