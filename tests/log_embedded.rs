@@ -356,23 +356,24 @@ async fn of_several_damaged_partitions_the_lowest_is_named() {
         append_each(&log, p, 0, 30, 100).await;
     }
     log.close().unwrap();
-    // A payload byte flipped in the first segment of partitions 5 and 2 (several segments
-    // follow it): damage to acknowledged data, never cut off.
+    // A byte flipped in the second frame (its seal) of the first segment of every partition
+    // but the first (several segments follow it): damage to acknowledged data, never cut off.
+    // Every thread meets a failure, the lowest in whichever order: the answer is partition 1.
     let frame = FRAME_OVERHEAD + 100;
-    for p in [5, 2] {
+    for p in (1..6).rev() {
         let segs = segments(dir, p);
         assert!(segs.len() >= 3, "several segments: {segs:?}");
         flip_byte(&segs[0], frame + 60);
     }
     for _ in 0..5 {
         match EmbeddedLog::open(dir, options.clone()) {
-            Err(LogError::Corrupt { partition, .. }) => assert_eq!(partition, 2),
-            Err(other) => panic!("expected corruption of partition 2, got {other:?}"),
+            Err(LogError::Corrupt { partition, .. }) => assert_eq!(partition, 1),
+            Err(other) => panic!("expected corruption of partition 1, got {other:?}"),
             Ok(_) => panic!("a damaged log opened"),
         }
         match EmbeddedLog::open_read_only(dir) {
-            Err(LogError::Corrupt { partition, .. }) => assert_eq!(partition, 2),
-            Err(other) => panic!("expected corruption of partition 2, got {other:?}"),
+            Err(LogError::Corrupt { partition, .. }) => assert_eq!(partition, 1),
+            Err(other) => panic!("expected corruption of partition 1, got {other:?}"),
             Ok(_) => panic!("a damaged log opened read-only"),
         }
     }

@@ -4,7 +4,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -145,71 +145,95 @@ impl EmbeddedLog {
     }
 }
 
-/// Takes the directory's advisory lock so two instances never write the same files.
 /// Scans and verifies every partition (repairing torn tails when `repair`), partitions side by
 /// side on as many threads as there are cores: each partition is its own files and chain, and
-/// checking every seal of a large log is most of an open. The first failure in partition
-/// order is the answer, whichever thread met it first.
+/// checking every seal of a large log is most of an open. The answer is the first failure in
+/// partition order, as a serial scan would give; once a partition has failed, partitions above
+/// it that have not started are not scanned (nor repaired). A thread the system refuses to
+/// start leaves its partitions to the calling thread.
 fn recover_all(
     dir: &Path,
     meta: &Meta,
     options: &EmbeddedOptions,
     repair: bool,
 ) -> Result<Vec<(PathBuf, segment::Recovered)>, LogError> {
-    let recover = |p: u32| {
+    let lowest_failed = AtomicU32::new(u32::MAX);
+    let recover = |p: u32| -> Option<Result<(PathBuf, segment::Recovered), LogError>> {
+        if lowest_failed.load(Ordering::Acquire) < p {
+            return None;
+        }
         let pdir = dir.join(segment::partition_dir_name(p));
-        if repair && !pdir.is_dir() {
-            return Err(LogError::Corrupt {
+        let result = if repair && !pdir.is_dir() {
+            Err(LogError::Corrupt {
                 partition: p,
-                segment: pdir,
+                segment: pdir.clone(),
                 position: 0,
                 reason: "partition directory is missing".into(),
-            });
+            })
+        } else {
+            segment::recover_partition(
+                p,
+                &pdir,
+                options.index_interval_records,
+                options.torn_bytes_max(),
+                repair,
+                meta.sealed_from(p),
+            )
+        };
+        if result.is_err() {
+            lowest_failed.fetch_min(p, Ordering::AcqRel);
         }
-        let rec = segment::recover_partition(
-            p,
-            &pdir,
-            options.index_interval_records,
-            options.torn_bytes_max(),
-            repair,
-            meta.sealed_from(p),
-        )?;
-        Ok((pdir, rec))
+        Some(result.map(|rec| (pdir, rec)))
     };
+    let partitions = meta.partitions as usize;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .min(meta.partitions as usize)
-        .max(1);
-    let mut results: Vec<Option<Result<_, LogError>>> =
-        (0..meta.partitions).map(|_| None).collect();
+        .clamp(1, partitions.max(1));
+    // Thread t takes partitions t, t + threads, …
+    let share = |t: usize| {
+        (t..partitions)
+            .step_by(threads)
+            .map(|p| (p, recover(p as u32)))
+            .collect::<Vec<_>>()
+    };
+    let mut results: Vec<Option<Result<_, LogError>>> = (0..partitions).map(|_| None).collect();
     std::thread::scope(|scope| {
-        // Thread t takes partitions t, t + threads, …
-        let workers: Vec<_> = (0..threads)
-            .map(|t| {
-                let recover = &recover;
-                scope.spawn(move || {
-                    (t..meta.partitions as usize)
-                        .step_by(threads)
-                        .map(|p| (p, recover(p as u32)))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        for worker in workers {
-            let done = worker
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            for (p, result) in done {
-                results[p] = Some(result);
+        let mut done = Vec::new();
+        let mut workers = Vec::new();
+        for t in 0..threads {
+            let share = &share;
+            match std::thread::Builder::new()
+                .name("oplog-open".into())
+                .spawn_scoped(scope, move || share(t))
+            {
+                Ok(worker) => workers.push(worker),
+                Err(_) => done.push(share(t)),
             }
         }
+        for worker in workers {
+            done.push(
+                worker
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            );
+        }
+        for (p, result) in done.into_iter().flatten() {
+            results[p] = result;
+        }
     });
-    results
-        .into_iter()
-        .map(|r| r.expect("every partition was scanned"))
-        .collect()
+    // Every partition below the first failure was scanned: the first missing entry, if any,
+    // lies above an error, which is returned first.
+    let mut recovered = Vec::with_capacity(partitions);
+    for result in results {
+        match result {
+            Some(r) => recovered.push(r?),
+            None => unreachable!("a partition is skipped only above a failed one"),
+        }
+    }
+    Ok(recovered)
 }
 
+/// Takes the directory's advisory lock so two instances never write the same files.
 fn acquire_lock(dir: &Path) -> Result<File, LogError> {
     let path = dir.join(LOCK_FILE);
     let file = OpenOptions::new()

@@ -18,7 +18,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Optional
 
 from ._core import Answer, Base, Call, KeySource, Waiter, default_holder, log, log_wait, op_path, settle
 from ._transport import TRANSPORT_ERRORS, Response
-from .client import ExecutionState, ParentSource, RequestSource, as_result, call_inputs, status_of
+from .client import ParentSource, RequestSource, _ExecutionState, as_result, call_inputs, status_of
 from .errors import DefiniteFailure, NotAccepted, OpledgerError, UnreportedOperation
 from .models import Claim, Operation, Report, Result
 
@@ -209,7 +209,7 @@ class AsyncClient(Base):
             await asyncio.sleep(delay)
 
 
-class AsyncExecution(ExecutionState):
+class AsyncExecution(_ExecutionState):
     """The operation inside ``async with client.operation(...) as op``."""
 
     def __init__(self, client: AsyncClient, claim: Claim, holder: str) -> None:

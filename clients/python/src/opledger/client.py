@@ -242,7 +242,7 @@ class Client(Base):
             time.sleep(delay)
 
 
-class ExecutionState:
+class _ExecutionState:
     """What an operation inside ``with``/``async with client.operation(...)`` knows, whichever
     client runs it: its claim, holder, result and report."""
 
@@ -277,7 +277,7 @@ class ExecutionState:
             raise OpledgerError(f"operation {self.id} was reported already ({self.report.state})")
 
 
-class Execution(ExecutionState):
+class Execution(_ExecutionState):
     """The operation inside ``with client.operation(...) as op``."""
 
     def __init__(self, client: Client, claim: Claim, holder: str) -> None:
