@@ -22,7 +22,7 @@
 //! Reads are served from an in-memory tail cache or from the segment files via a sparse index.
 //! Opening the log verifies every frame, recomputes each partition's hash chain against the
 //! seal every frame carries (`sealing.rs`, `log::chain`), and truncates a torn tail of each
-//! partition's last segment.
+//! partition's last segment — partitions side by side, one thread per core (`open.rs`).
 
 mod cache;
 mod frame;
