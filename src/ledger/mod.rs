@@ -93,6 +93,22 @@ impl Ledger {
         self.claim_under(principal, contract, input).await
     }
 
+    /// The id a claim of `tool` under `key` by `principal` creates (the key scoped as a claim
+    /// scopes it), for a caller that must address the operation without an answer to its
+    /// claim.
+    pub fn operation_id(
+        principal: &Principal,
+        tool: &str,
+        key: &str,
+    ) -> Result<OperationId, LedgerError> {
+        let key = ClientKey::parse(key)?;
+        Ok(OperationId::for_scope(&ScopedHash::of(
+            &principal.id,
+            tool,
+            &key,
+        )))
+    }
+
     /// Claims an operation of a tool whose contract the caller knows: the MCP gateway's
     /// upstream tools get theirs from the config or, where it is silent, from their
     /// annotations. The contract's terms enter the claim event, so nothing later needs it.

@@ -119,8 +119,6 @@ pub(super) async fn recorded(
         let Claimed::Decided(answer) = claimed else {
             return Err(CallRefused::Invalid("a read tool is not recorded".into()));
         };
-        // An unscoped derived key's finished operation ends its window: then a new one.
-        // (A key whose record expired is past its window too.)
         // A derived key whose record expired, or (unscoped) whose operation finished longer
         // than a window ago, is spent: the call is a new operation under the next generation.
         let derived = call.key.is_none();

@@ -6,7 +6,7 @@ use super::upstream::{CallError, Upstream};
 use crate::config::Principal;
 use crate::core::decision::Decision;
 use crate::core::event::{BusinessResult, FailureKind, ResultBody};
-use crate::core::key::{ClientKey, OperationId, ScopedHash};
+use crate::core::key::OperationId;
 use crate::core::operation::{OpState, OperationRecord};
 use crate::ledger::{Ledger, LedgerError, Report};
 use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject};
@@ -64,10 +64,9 @@ pub(super) fn release_unused(
     key: &str,
     holder: &str,
 ) {
-    let Ok(client_key) = ClientKey::parse(key) else {
+    let Ok(id) = Ledger::operation_id(principal, tool, key) else {
         return;
     };
-    let id = OperationId::for_scope(&ScopedHash::of(&principal.id, tool, &client_key));
     let (ledger, principal, holder) = (ledger.clone(), principal.clone(), holder.to_owned());
     tokio::spawn(async move {
         let release = Report::Fail {

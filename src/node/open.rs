@@ -74,11 +74,9 @@ pub fn embedded_options(config: &Config) -> Result<EmbeddedOptions, crate::log::
     };
     let mut options = EmbeddedOptions::new(partitions);
     if let Some(threads) = config.writer_threads {
-        options.writer_threads = if config.partitions_set {
-            threads
-        } else {
-            threads.min(partitions)
-        };
+        // A named count already bounds it (the config checks that): the cap only ever acts
+        // without one.
+        options.writer_threads = threads.min(partitions);
     }
     Ok(options)
 }
