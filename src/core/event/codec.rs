@@ -1,5 +1,9 @@
 //! The wire form of events: `[schema version: u16 little-endian][bincode 2 (standard config) of
 //! that version's frozen envelope]`, converted to and from the live types.
+//!
+//! The wire types derive bincode's own `Encode`/`Decode`, not serde's traits: both write the
+//! same bytes (the fixtures of every version pin them), but through serde a hash or id is
+//! read one byte per call, which was most of decoding's cost when `audit` replays a log.
 
 use super::{EVENT_BYTES_MAX, EVENT_SCHEMA_VERSION, Envelope, EventBody, v1, v2, v3};
 
@@ -70,13 +74,13 @@ pub fn encode_as(envelope: &Envelope, version: u16) -> Result<Vec<u8>, EncodeErr
         Some(oldest) if oldest <= version => {}
         _ => return Err(EncodeError::Lossy(version)),
     }
-    let body = match version {
-        1 => bincode::serde::encode_to_vec(v1::Envelope::from(envelope), bincode_config())?,
-        2 => bincode::serde::encode_to_vec(v2::Envelope::from(envelope), bincode_config())?,
-        _ => bincode::serde::encode_to_vec(v3::Envelope::from(envelope), bincode_config())?,
-    };
     let mut out = version.to_le_bytes().to_vec();
-    out.extend_from_slice(&body);
+    let sink = &mut out;
+    match version {
+        1 => bincode::encode_into_std_write(v1::Envelope::from(envelope), sink, bincode_config()),
+        2 => bincode::encode_into_std_write(v2::Envelope::from(envelope), sink, bincode_config()),
+        _ => bincode::encode_into_std_write(v3::Envelope::from(envelope), sink, bincode_config()),
+    }?;
     Ok(out)
 }
 
@@ -100,11 +104,8 @@ pub fn oldest_version(body: &EventBody) -> Option<u16> {
 }
 
 /// Decodes a `body` of schema `version` as its wire type `W`, refusing trailing bytes.
-fn decode_body<W: serde::de::DeserializeOwned>(
-    version: u16,
-    body: &[u8],
-) -> Result<W, DecodeError> {
-    let (wire, used): (W, usize) = bincode::serde::decode_from_slice(body, bincode_config())
+fn decode_body<W: bincode::Decode<()>>(version: u16, body: &[u8]) -> Result<W, DecodeError> {
+    let (wire, used): (W, usize) = bincode::decode_from_slice(body, bincode_config())
         .map_err(|source| DecodeError::Body { version, source })?;
     if used != body.len() {
         return Err(DecodeError::Trailing {

@@ -5,10 +5,10 @@
 
 use super::v1;
 use crate::event as live;
-use serde::{Deserialize, Serialize};
+use bincode::{Decode, Encode};
 
 /// The envelope of one version-2 event.
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(crate) struct Envelope {
     scope: [u8; 32],
     operation_id: [u8; 16],
@@ -16,7 +16,7 @@ pub(crate) struct Envelope {
     body: EventBody,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(super) enum EventBody {
     Claimed(v1::Claim),
     Heartbeat(v1::Transition),
@@ -32,7 +32,7 @@ pub(super) enum EventBody {
     OwnerChanged(OwnerChange),
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(super) struct OwnerChange {
     pub(super) owner: String,
     pub(super) rules: u16,

@@ -7,11 +7,11 @@
 
 use super::{v1, v2};
 use crate::event as live;
-use serde::{Deserialize, Serialize};
+use bincode::{Decode, Encode};
 use std::collections::BTreeMap;
 
 /// The envelope of one version-3 event.
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(crate) struct Envelope {
     scope: [u8; 32],
     operation_id: [u8; 16],
@@ -19,7 +19,7 @@ pub(crate) struct Envelope {
     body: EventBody,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 enum EventBody {
     Claimed(v1::Claim),
     Heartbeat(v1::Transition),
@@ -35,25 +35,25 @@ enum EventBody {
     OwnerChanged(v2::OwnerChange),
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 struct Completion {
     by: v1::Transition,
     result: BusinessResult,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 struct Resolution {
     by: v1::OperatorAction,
     outcome: ResolvedOutcome,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 enum ResolvedOutcome {
     Completed(BusinessResult),
     NotExecuted,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 struct BusinessResult {
     resource_ref: String,
     status: u16,
@@ -61,7 +61,7 @@ struct BusinessResult {
     body: Option<ResultBody>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 enum ResultBody {
     Kept(String),
     Withheld { sha256: [u8; 32], bytes: u64 },

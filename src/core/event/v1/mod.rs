@@ -9,11 +9,11 @@
 
 mod convert;
 
-use serde::{Deserialize, Serialize};
+use bincode::{Decode, Encode};
 use std::collections::BTreeMap;
 
 /// The envelope of one version-1 event.
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(crate) struct Envelope {
     scope: [u8; 32],
     operation_id: [u8; 16],
@@ -21,13 +21,13 @@ pub(crate) struct Envelope {
     body: EventBody,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(super) struct ReplyTo {
     pub(super) node: u64,
     pub(super) request: u64,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(super) enum EventBody {
     Claimed(Claim),
     Heartbeat(Transition),
@@ -43,7 +43,7 @@ pub(super) enum EventBody {
     OwnerChanged(OwnerChange),
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(super) struct Claim {
     principal: String,
     tool: String,
@@ -53,13 +53,13 @@ pub(super) struct Claim {
     terms: Terms,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 struct FingerprintV1 {
     version: u16,
     parts: Vec<(CategoryV1, [u8; 32])>,
 }
 
-#[derive(Clone, Copy, Serialize, Deserialize)]
+#[derive(Clone, Copy, Encode, Decode)]
 enum CategoryV1 {
     Amount,
     Recipient,
@@ -73,7 +73,7 @@ enum CategoryV1 {
     Unlisted,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 struct Terms {
     class: Class,
     loss: Loss,
@@ -83,7 +83,7 @@ struct Terms {
     accept_unknown_risk: bool,
 }
 
-#[derive(Clone, Copy, Serialize, Deserialize)]
+#[derive(Clone, Copy, Encode, Decode)]
 enum Class {
     Read,
     Natural,
@@ -91,49 +91,49 @@ enum Class {
     Unsafe,
 }
 
-#[derive(Clone, Copy, Serialize, Deserialize)]
+#[derive(Clone, Copy, Encode, Decode)]
 enum Loss {
     Low,
     High,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(super) struct OwnerChange {
     pub(super) owner: String,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(super) struct OperatorAction {
     operator: String,
     expected_version: Option<u64>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(super) enum ResolvedOutcome {
     Completed(BusinessResult),
     NotExecuted,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(super) struct Resolution {
     pub(super) by: OperatorAction,
     pub(super) outcome: ResolvedOutcome,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(super) struct CompensationClaim {
     claim: Claim,
     original: [u8; 16],
     resource_changed: bool,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(super) struct RecoveryStart {
     recoverer: String,
     lease_ms: u64,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 enum Evidence {
     Found {
         result: BusinessResult,
@@ -149,38 +149,38 @@ enum Evidence {
     },
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(super) struct EvidenceReport {
     recoverer: String,
     evidence: Evidence,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(super) struct Transition {
     holder: String,
     expected_version: Option<u64>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(super) struct BusinessResult {
     pub(super) resource_ref: String,
     pub(super) status: u16,
     pub(super) headers: BTreeMap<String, String>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(super) struct Completion {
     pub(super) by: Transition,
     pub(super) result: BusinessResult,
 }
 
-#[derive(Clone, Copy, Serialize, Deserialize)]
+#[derive(Clone, Copy, Encode, Decode)]
 enum FailureKind {
     Definite,
     NotAccepted,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Encode, Decode)]
 pub(super) struct Failure {
     by: Transition,
     kind: FailureKind,
