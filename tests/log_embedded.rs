@@ -428,6 +428,34 @@ async fn second_instance_on_same_dir_is_locked_out() {
     open(tmp.path(), EmbeddedOptions::new(2));
 }
 
+/// A lock still held for a moment after its instance closed — by a copy of its descriptor a
+/// fork lent a child that has not yet exec'd — does not fail the next open: it waits for it.
+#[test]
+fn an_open_waits_for_a_lock_that_is_let_go_soon() {
+    let tmp = tempfile::tempdir().unwrap();
+    drop(open(tmp.path(), EmbeddedOptions::new(2)));
+    let held = fs::File::options()
+        .write(true)
+        .open(tmp.path().join("log.lock"))
+        .unwrap();
+    held.try_lock().expect("the closed log let go of its lock");
+    let (opening_tx, opening_rx) = std::sync::mpsc::channel();
+    let dir = tmp.path().to_path_buf();
+    let opener = std::thread::spawn(move || {
+        opening_tx.send(()).unwrap();
+        EmbeddedLog::open(&dir, EmbeddedOptions::new(2)).map(drop)
+    });
+    opening_rx.recv().unwrap();
+    // The holder lets go while the open is (very likely) already trying; either way it must
+    // succeed, where it used to answer Locked at once.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    drop(held);
+    opener
+        .join()
+        .unwrap()
+        .expect("the open waited for the lock");
+}
+
 #[tokio::test]
 async fn missing_meta_over_data_and_missing_partition_dir_are_refused() {
     let tmp = tempfile::tempdir().unwrap();

@@ -32,7 +32,8 @@ impl EmbeddedLog {
     ///
     /// Fails with [`LogError::PartitionCountMismatch`] if the log exists with a different
     /// partition count, [`LogError::Corrupt`] if acknowledged data is damaged, and
-    /// [`LogError::Locked`] if another instance has the directory open.
+    /// [`LogError::Locked`] if another instance has the directory open (after waiting a moment
+    /// for it to let go).
     pub fn open(dir: &Path, options: EmbeddedOptions) -> Result<EmbeddedLog, LogError> {
         options.validate()?;
         fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
@@ -233,7 +234,15 @@ fn recover_all(
     Ok(recovered)
 }
 
-/// Takes the directory's advisory lock so two instances never write the same files.
+/// How long an open waits for the directory's lock before it answers `Locked`.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Takes the directory's advisory lock so two instances never write the same files. A lock
+/// that is held is tried again for [`LOCK_WAIT`]: the lock lives as long as any copy of its
+/// descriptor, and a process that forks (to start any child) while it holds the log open
+/// lends the child a copy until the child's `exec` closes it, so a close followed at once by
+/// an open, in this process or another, can find it held for that moment. A running instance
+/// keeps it, and is reported once the wait is over.
 fn acquire_lock(dir: &Path) -> Result<File, LogError> {
     let path = dir.join(LOCK_FILE);
     let file = OpenOptions::new()
@@ -242,10 +251,18 @@ fn acquire_lock(dir: &Path) -> Result<File, LogError> {
         .write(true)
         .open(&path)
         .map_err(io_err(format!("opening {}", path.display())))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(fs::TryLockError::WouldBlock) => Err(LogError::Locked { path }),
-        Err(fs::TryLockError::Error(e)) => Err(io_err(format!("locking {}", path.display()))(e)),
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(fs::TryLockError::WouldBlock) => return Err(LogError::Locked { path }),
+            Err(fs::TryLockError::Error(e)) => {
+                return Err(io_err(format!("locking {}", path.display()))(e));
+            }
+        }
     }
 }
 
