@@ -1,7 +1,7 @@
 //! Hostile and slow clients against the real binary: a half-sent request no longer keeps a
 //! stopping node alive, connections that send nothing (at first, or between requests) are
 //! closed, a body that does not arrive is answered 408, a body that cannot be read 400, and
-//! connections beyond the limit wait.
+//! connections beyond the limit wait; and `serve` raises its open-file limit.
 
 mod common;
 
@@ -343,4 +343,95 @@ async fn a_client_that_never_reads_its_answers_gives_its_connection_back() {
     assert_eq!(answer.status().as_u16(), 200);
     flood.abort();
     server.stop();
+}
+
+/// Starts the development default with the open-file limits `soft` and `hard` set in the child
+/// before it runs; returns the soft limit `/proc` shows once it listens, and its stderr.
+fn serve_with_file_limits(dir: &Path, soft: u64, hard: u64) -> (u64, String) {
+    use std::io::{BufRead, BufReader, Read};
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let mut command = Command::new(env!("CARGO_BIN_EXE_opledger"));
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--log-level", "info"])
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .env_remove("OPLEDGER_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let limit = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit is async-signal-safe and touches nothing but the child's limits.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let mut child = command.spawn().expect("starts");
+    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    for line in stdout.lines() {
+        if line.expect("line").starts_with("opledger listening on ") {
+            break;
+        }
+    }
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).expect("limits");
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("stderr");
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("an open-files line");
+    let soft_now = line
+        .split_whitespace()
+        .nth(3)
+        .expect("soft")
+        .parse()
+        .expect("a number");
+    (soft_now, stderr)
+}
+
+#[test]
+fn serve_raises_its_open_file_limit_and_warns_when_even_the_hard_one_is_too_low() {
+    let mut ours = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct passed.
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut ours) },
+        0
+    );
+    assert!(
+        ours.rlim_max >= 2048,
+        "this test needs a hard open-file limit of 2048 or more (ulimit -Hn), not {}",
+        ours.rlim_max
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The default connections_max is 1024: 2048 leaves room for the node's own files.
+    let (soft, stderr) = serve_with_file_limits(&dir.path().join("a"), 256, 2048);
+    assert_eq!(
+        soft, 2048,
+        "the soft limit is raised to the hard one\n{stderr}"
+    );
+    assert!(stderr.contains("open-file limit raised"), "{stderr}");
+    assert!(!stderr.contains("below connections_max"), "{stderr}");
+    let (soft, stderr) = serve_with_file_limits(&dir.path().join("b"), 256, 1024);
+    assert_eq!(soft, 1024, "{stderr}");
+    assert!(
+        stderr.contains("below connections_max") && stderr.contains("ulimit -Hn"),
+        "a hard limit below connections_max is said, with what to do\n{stderr}"
+    );
 }
