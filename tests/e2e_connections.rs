@@ -182,6 +182,46 @@ async fn a_broken_chunked_body_is_answered_400_body_unreadable() {
     assert_eq!(common::operation_events(&audit), 0, "{audit}");
 }
 
+/// `/mcp` reads bodies under the API's rules too: a broken chunked body is 400
+/// `body_unreadable` in the API's JSON, and a body that does not come is 408 `body_timeout`
+/// (the SDK that serves `/mcp` would answer the first with a plain-text 500, and wait on the
+/// second as long as the client likes).
+#[tokio::test]
+async fn mcp_bodies_are_read_under_the_api_rules() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(tmp.path()).expect("dir");
+    let config = tmp.path().join("opledger.toml");
+    // An upstream that never answers: the gateway serves /mcp all the same.
+    let text = with_limits(tmp.path(), "body_read_timeout = \"1s\"")
+        + "\n[mcp]\n[[mcp.upstream]]\nname = \"idle\"\ncommand = [\"sleep\", \"600\"]\n";
+    std::fs::write(&config, text).expect("writes config");
+    let server = Server::start_existing(tmp.path(), &config);
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN_A}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+    );
+    let mut broken = connect(&server).await;
+    let request = format!("{head}Transfer-Encoding: chunked\r\n\r\n5\r\n{{\"jso\r\nzz\r\n");
+    broken.write_all(request.as_bytes()).await.expect("writes");
+    let answer = until_closed(&mut broken, Duration::from_secs(10))
+        .await
+        .expect("answered and closed");
+    assert!(
+        answer.starts_with("HTTP/1.1 400") && answer.contains("\"body_unreadable\""),
+        "{answer}"
+    );
+    let mut slow = connect(&server).await;
+    let request = format!("{head}Content-Length: 100\r\n\r\n{{\"jsonrpc\"");
+    slow.write_all(request.as_bytes()).await.expect("writes");
+    let answer = until_closed(&mut slow, Duration::from_secs(10))
+        .await
+        .expect("answered and closed");
+    assert!(
+        answer.starts_with("HTTP/1.1 408") && answer.contains("\"body_timeout\""),
+        "{answer}"
+    );
+    server.stop();
+}
+
 #[tokio::test]
 async fn connections_beyond_the_limit_wait_for_a_free_one() {
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -10,7 +10,7 @@ mod history;
 mod operator;
 mod rate;
 mod reports;
-mod request;
+pub(crate) mod request;
 pub mod server;
 mod stall;
 pub mod tls;

@@ -68,7 +68,7 @@ fn too_large(max: usize) -> ApiError {
 
 /// Reads a body, refusing more than the limit and a client that takes longer than the body
 /// read timeout to send it (a slow sender must not hold a request, and its connection, open).
-async fn bounded(body: Body, state: &ApiState) -> Result<Bytes, ApiError> {
+pub(crate) async fn bounded(body: Body, state: &ApiState) -> Result<Bytes, ApiError> {
     let max = state.body_bytes_max;
     match tokio::time::timeout(state.body_read_timeout, axum::body::to_bytes(body, max)).await {
         Ok(read) => read.map_err(|e| {
