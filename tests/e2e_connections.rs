@@ -193,7 +193,7 @@ async fn mcp_bodies_are_read_under_the_api_rules() {
     let config = tmp.path().join("opledger.toml");
     // An upstream that never answers: the gateway serves /mcp all the same.
     let text = with_limits(tmp.path(), "body_read_timeout = \"1s\"")
-        + "\n[mcp]\n[[mcp.upstream]]\nname = \"idle\"\ncommand = [\"sleep\", \"600\"]\n";
+        + "\n[mcp]\n[[mcp.upstream]]\nname = \"idle\"\ncommand = [\"sleep\", \"60\"]\n";
     std::fs::write(&config, text).expect("writes config");
     let server = Server::start_existing(tmp.path(), &config);
     let head = format!(
@@ -391,18 +391,64 @@ async fn a_client_that_never_reads_its_answers_gives_its_connection_back() {
     server.stop();
 }
 
-/// Starts the development default with the open-file limits `soft` and `hard` set in the child
-/// before it runs; returns the soft limit `/proc` shows once it listens, and its stderr.
-fn serve_with_file_limits(dir: &Path, soft: u64, hard: u64) -> (u64, String) {
+/// The soft open-file limit of process `pid`, from `/proc`.
+#[cfg(target_os = "linux")]
+fn soft_file_limit(pid: u32) -> u64 {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).expect("limits");
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("an open-files line");
+    line.split_whitespace()
+        .nth(3)
+        .expect("soft")
+        .parse()
+        .expect("a number")
+}
+
+/// The pid of a child of `parent`, waited for up to 20 s.
+#[cfg(target_os = "linux")]
+fn child_of(parent: u32) -> u32 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        for entry in std::fs::read_dir("/proc").expect("proc").flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // pid (comm) state ppid ...: comm may hold spaces, so split after its ')'.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1));
+            if ppid == Some(&parent.to_string()) {
+                return pid;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no child of {parent} started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Starts a node whose gateway runs one stdio upstream, with the open-file limits `soft` and
+/// `hard` set in the node before it runs; returns the node's soft limit once it listens, its
+/// upstream child's, and the node's stderr.
+#[cfg(target_os = "linux")]
+fn serve_with_file_limits(dir: &Path, soft: u64, hard: u64) -> (u64, u64, String) {
     use std::io::{BufRead, BufReader, Read};
     use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
+    std::fs::create_dir_all(dir).expect("dir");
+    let config = dir.join("opledger.toml");
+    let text = with_limits(dir, "")
+        + "\n[mcp]\n[[mcp.upstream]]\nname = \"idle\"\ncommand = [\"sleep\", \"60\"]\n";
+    std::fs::write(&config, text).expect("writes config");
     let mut command = Command::new(env!("CARGO_BIN_EXE_opledger"));
     command
-        .args(["serve", "--listen", "127.0.0.1:0", "--log-level", "info"])
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .env_remove("OPLEDGER_CONFIG")
+        .args(["serve", "--log-level", "info", "--config"])
+        .arg(&config)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let limit = libc::rlimit {
@@ -421,34 +467,43 @@ fn serve_with_file_limits(dir: &Path, soft: u64, hard: u64) -> (u64, String) {
     }
     let mut child = command.spawn().expect("starts");
     let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    for line in stdout.lines() {
-        if line.expect("line").starts_with("opledger listening on ") {
-            break;
+    let (listening_tx, listening_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            if line.starts_with("opledger listening on ") {
+                let _ = listening_tx.send(());
+            }
         }
-    }
-    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).expect("limits");
-    let _ = child.kill();
+    });
+    let listening = listening_rx.recv_timeout(Duration::from_secs(60));
+    let (node, upstream) = match listening {
+        Ok(()) => (
+            soft_file_limit(child.id()),
+            soft_file_limit(child_of(child.id())),
+        ),
+        Err(_) => (0, 0),
+    };
+    // A clean stop, which ends the upstream child too: it holds the node's stderr open.
+    // SAFETY: kill only sends a signal to the node started above.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
     let _ = child.wait();
     let mut stderr = String::new();
-    child
+    let _ = child
         .stderr
         .take()
         .expect("stderr")
-        .read_to_string(&mut stderr)
-        .expect("stderr");
-    let line = limits
-        .lines()
-        .find(|l| l.starts_with("Max open files"))
-        .expect("an open-files line");
-    let soft_now = line
-        .split_whitespace()
-        .nth(3)
-        .expect("soft")
-        .parse()
-        .expect("a number");
-    (soft_now, stderr)
+        .read_to_string(&mut stderr);
+    assert!(
+        listening.is_ok(),
+        "the node did not start listening\n{stderr}"
+    );
+    (node, upstream, stderr)
 }
 
+/// `serve` raises its soft open-file limit to the hard one, and says so, while the children
+/// it starts get the limit it started with; with a hard limit below `connections_max` plus its
+/// own files it warns, naming what to do.
+#[cfg(target_os = "linux")]
 #[test]
 fn serve_raises_its_open_file_limit_and_warns_when_even_the_hard_one_is_too_low() {
     let mut ours = libc::rlimit {
@@ -467,15 +522,19 @@ fn serve_raises_its_open_file_limit_and_warns_when_even_the_hard_one_is_too_low(
     );
     let dir = tempfile::tempdir().expect("tempdir");
     // The default connections_max is 1024: 2048 leaves room for the node's own files.
-    let (soft, stderr) = serve_with_file_limits(&dir.path().join("a"), 256, 2048);
+    let (node, upstream, stderr) = serve_with_file_limits(&dir.path().join("a"), 256, 2048);
     assert_eq!(
-        soft, 2048,
+        node, 2048,
         "the soft limit is raised to the hard one\n{stderr}"
+    );
+    assert_eq!(
+        upstream, 256,
+        "a child gets the limit the node started with\n{stderr}"
     );
     assert!(stderr.contains("open-file limit raised"), "{stderr}");
     assert!(!stderr.contains("below connections_max"), "{stderr}");
-    let (soft, stderr) = serve_with_file_limits(&dir.path().join("b"), 256, 1024);
-    assert_eq!(soft, 1024, "{stderr}");
+    let (node, _, stderr) = serve_with_file_limits(&dir.path().join("b"), 256, 1024);
+    assert_eq!(node, 1024, "{stderr}");
     assert!(
         stderr.contains("below connections_max") && stderr.contains("ulimit -Hn"),
         "a hard limit below connections_max is said, with what to do\n{stderr}"

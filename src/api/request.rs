@@ -68,7 +68,7 @@ fn too_large(max: usize) -> ApiError {
 
 /// Reads a body, refusing more than the limit and a client that takes longer than the body
 /// read timeout to send it (a slow sender must not hold a request, and its connection, open).
-pub(crate) async fn bounded(body: Body, state: &ApiState) -> Result<Bytes, ApiError> {
+async fn bounded(body: Body, state: &ApiState) -> Result<Bytes, ApiError> {
     let max = state.body_bytes_max;
     match tokio::time::timeout(state.body_read_timeout, axum::body::to_bytes(body, max)).await {
         Ok(read) => read.map_err(|e| {
@@ -95,6 +95,22 @@ pub(crate) async fn bounded(body: Body, state: &ApiState) -> Result<Bytes, ApiEr
             ),
         )),
     }
+}
+
+/// `request` with its body read whole under the same rules as [`bounded`] (for a handler
+/// that reads bodies its own way, such as the MCP SDK): the body's length is said, not how it
+/// came.
+pub(crate) async fn whole(
+    request: axum::extract::Request,
+    state: &ApiState,
+) -> Result<axum::extract::Request, ApiError> {
+    let (mut parts, body) = request.into_parts();
+    let bytes = bounded(body, state).await?;
+    parts.headers.remove(axum::http::header::TRANSFER_ENCODING);
+    parts
+        .headers
+        .insert(axum::http::header::CONTENT_LENGTH, bytes.len().into());
+    Ok(axum::extract::Request::from_parts(parts, bytes.into()))
 }
 
 fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {

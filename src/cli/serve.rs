@@ -59,7 +59,7 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
         None => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
-    open_file_limit(config.http.connections_max);
+    opledger::node::open_files::raise(config.http.connections_max);
     runtime()?.block_on(async move {
         // Listen for SIGHUP from the start: its default action would kill a node that is still
         // catching up.
@@ -140,46 +140,6 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
         outcome
     })
 }
-
-/// Open files the node holds besides its connections: log segments and index files, sled's,
-/// peers and MCP upstreams, the listener; more than these need on a typical node.
-const FILES_BESIDE_CONNECTIONS: u64 = 256;
-
-/// Raises the soft open-file limit to the hard one, as servers do: the common soft default of
-/// 1024 is below the default `connections_max` alone, and past it `accept` fails with EMFILE
-/// while clients wait. Warns (once, at start) when even the hard limit leaves too little.
-#[cfg(unix)]
-fn open_file_limit(connections_max: usize) {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct passed by pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return;
-    }
-    let before = limit.rlim_cur;
-    if limit.rlim_cur < limit.rlim_max {
-        limit.rlim_cur = limit.rlim_max;
-        // SAFETY: as above.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } == 0 {
-            tracing::info!(from = before, to = limit.rlim_cur, "open-file limit raised");
-        } else {
-            limit.rlim_cur = before;
-        }
-    }
-    let needed = (connections_max as u64).saturating_add(FILES_BESIDE_CONNECTIONS);
-    if limit.rlim_cur < needed {
-        tracing::warn!(
-            limit = limit.rlim_cur,
-            connections_max,
-            "the open-file limit is below connections_max plus about {FILES_BESIDE_CONNECTIONS} files the node holds: connections past it wait to be accepted; raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower [limits] connections_max"
-        );
-    }
-}
-
-#[cfg(not(unix))]
-fn open_file_limit(_connections_max: usize) {}
 
 #[cfg(unix)]
 type Hangups = Option<tokio::signal::unix::Signal>;

@@ -10,7 +10,7 @@ use super::upstream::Upstream;
 use crate::api::ApiState;
 use crate::api::auth::authenticate;
 use crate::api::error::ApiError;
-use crate::api::request::bounded;
+use crate::api::request::whole;
 use crate::config::{McpSettings, Principal, Role};
 use crate::core::contract::{ToolClass, ToolContract};
 use axum::http::StatusCode;
@@ -167,14 +167,12 @@ async fn authenticate_agent(
     let id = principal.id.clone();
     request.extensions_mut().insert(principal);
     if request.method() == axum::http::Method::POST {
-        // Read before the SDK does, under the API's rules: a body that cannot be read, is too
-        // large or too slow is answered as the API answers it (JSON 400 `body_unreadable`,
-        // 413, 408), not with the SDK's plain-text 500, and no slow sender holds a request.
-        let (parts, body) = request.into_parts();
-        match bounded(body, &gateway.state).await {
-            Ok(bytes) => request = axum::extract::Request::from_parts(parts, bytes.into()),
+        // Read before the SDK does, under the API's rules: JSON 400/408/413 as the API answers
+        // them, not the SDK's plain-text 500, and no slow sender holds a request.
+        request = match whole(request, &gateway.state).await {
+            Ok(request) => request,
             Err(e) => return e.into_response(),
-        }
+        };
     }
     let response = next.run(request).await;
     match (&session, response.headers().get("mcp-session-id")) {

@@ -174,6 +174,7 @@ async fn connect(settings: &UpstreamSettings) -> Result<RunningService<RoleClien
         UpstreamTransport::Command(command) => {
             let mut cmd = tokio::process::Command::new(&command[0]);
             cmd.args(&command[1..]);
+            crate::node::open_files::restore_in_child(&mut cmd);
             // The child's diagnostics go to the node's own stderr.
             let transport = TokioChildProcess::new(cmd)
                 .map_err(|e| format!("cannot start {:?}: {e}", command[0]))?;

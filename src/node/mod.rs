@@ -7,6 +7,7 @@
 //! and asks the owners of the others over typed peer messages.
 
 mod open;
+pub mod open_files;
 mod rebuild;
 
 pub use open::{embedded_options, kafka_options, open_log, projection_for_reading};

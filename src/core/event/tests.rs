@@ -82,6 +82,28 @@ fn truncated_or_padded(version: u16) {
 }
 
 #[test]
+fn given_a_length_prefix_far_beyond_the_payload_when_decoded_then_it_is_refused_before_allocating()
+{
+    // A version-1 claim whose principal claims u64::MAX bytes (varint tag 0xfd, then the u64):
+    // the decoder's limit must refuse it before reserving that much memory.
+    for version in [1u16, 2, 3] {
+        let mut payload = version.to_le_bytes().to_vec();
+        payload.extend_from_slice(&[7; 32]); // scope
+        payload.extend_from_slice(&[8; 16]); // operation id
+        payload.push(0); // no reply_to
+        payload.push(0); // EventBody::Claimed
+        payload.push(0xfd);
+        payload.extend_from_slice(&u64::MAX.to_le_bytes());
+        payload.extend_from_slice(b"agent-a");
+        assert!(
+            matches!(decode(&payload), Err(DecodeError::Body { version: v, .. }) if v == version),
+            "version {version}: {:?}",
+            decode(&payload).map(|(_, v)| v)
+        );
+    }
+}
+
+#[test]
 fn given_a_payload_over_the_bound_when_decoded_then_too_large_and_at_the_bound_it_is_read() {
     assert_eq!(EVENT_BYTES_MAX, 262_144, "the bound is pinned: 256 KiB");
     let mut at_bound = encode(&sample_claim()).expect("encodes");
