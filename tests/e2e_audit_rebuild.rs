@@ -112,4 +112,37 @@ async fn audit_and_rebuild_give_the_same_digest_and_a_broken_projection_is_rebui
         common::cli_json(&config, "rebuild")["digest"],
         audit["digest"]
     );
+
+    // A rebuild may use a larger sled cache than the node; a size that makes no sense is
+    // refused before anything is touched.
+    let clean = dir.path().join("data").join("projection.clean");
+    let marked = std::fs::read(&clean).expect("a rebuilt projection is marked clean");
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .args(["rebuild", "--cache-mb", "0", "--config"])
+        .arg(&config)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--cache-mb: 0 MiB is not a sled cache size"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(&clean).expect("still marked clean"),
+        marked,
+        "the projection was not touched"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .args(["rebuild", "--cache-mb", "512", "--config"])
+        .arg(&config)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rebuilt: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(rebuilt["digest"], audit["digest"]);
 }

@@ -278,6 +278,15 @@ fn limits_that_make_no_sense_are_refused_by_check() {
             "connections_max = 2000000",
             "connections_max = 2000000 is more than 1000000",
         ),
+        (
+            "projection_cache_mb = 0",
+            "projection_cache_mb: 0 MiB is not a sled cache size: give 1 to 1048576",
+        ),
+        (
+            // Once multiplied into bytes without a check, this overflowed.
+            "projection_cache_mb = 9223372036854775807",
+            "projection_cache_mb: 9223372036854775807 MiB is not a sled cache size",
+        ),
     ] {
         let stderr = check_refuses(tmp.path(), &with_limits(tmp.path(), limits));
         assert!(stderr.contains(says), "{limits}: {stderr}");

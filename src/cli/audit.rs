@@ -152,9 +152,13 @@ pub(super) fn history(args: &ConfigArgs, id: &str) -> anyhow::Result<()> {
     print_json(&history.to_json())
 }
 
-pub(super) fn rebuild(args: &ConfigArgs) -> anyhow::Result<()> {
+pub(super) fn rebuild(args: &ConfigArgs, cache_mb: Option<u64>) -> anyhow::Result<()> {
     opledger::telemetry::init(args.log_level.as_deref(), args.log_format);
-    let (config, _) = load(args)?;
+    let (mut config, _) = load(args)?;
+    if let Some(mb) = cache_mb {
+        config.projection_cache_bytes = opledger::config::projection_cache_bytes(mb)
+            .map_err(|why| anyhow::anyhow!("--cache-mb: {why}"))?;
+    }
     let mut bar = progress::Bar::new("rebuilding projection");
     let summary = runtime()?.block_on(opledger::node::rebuild(&config, |p| {
         let then = "writing the last pass to the projection, then reading it back for the digest";

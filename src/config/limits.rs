@@ -49,6 +49,20 @@ impl Default for HttpLimits {
 /// The largest `connections_max` accepted.
 const CONNECTIONS_MAX_LIMIT: usize = 1_000_000;
 
+/// The largest sled cache accepted, in MiB (`projection_cache_mb`, `rebuild --cache-mb`): 1 TiB.
+pub const PROJECTION_CACHE_MB_MAX: u64 = 1 << 20;
+
+/// A sled cache of `mb` MiB in bytes, or what is allowed instead.
+pub fn projection_cache_bytes(mb: u64) -> Result<u64, String> {
+    if (1..=PROJECTION_CACHE_MB_MAX).contains(&mb) {
+        Ok(mb << 20)
+    } else {
+        Err(format!(
+            "{mb} MiB is not a sled cache size: give 1 to {PROJECTION_CACHE_MB_MAX} (MiB)"
+        ))
+    }
+}
+
 pub(super) fn validate_http_limits(raw: &RawLimits) -> Result<HttpLimits, ConfigError> {
     let mut limits = HttpLimits::default();
     let duration = |setting, text: &Option<String>, default| {

@@ -17,7 +17,7 @@ pub use backend::{
 };
 pub use development::DEVELOPMENT_TOOLS;
 pub use error::{ConfigError, Place, Setting};
-pub use limits::{HttpLimits, TlsFiles};
+pub use limits::{HttpLimits, TlsFiles, projection_cache_bytes};
 pub use mcp::{McpSettings, UpstreamSettings, UpstreamTransport};
 pub use principals::{Principal, RateLimit, Role, token_hash};
 pub use recovery::RecoveryOptions;
@@ -174,6 +174,13 @@ impl Config {
             ));
         }
         let http = limits::validate_http_limits(&raw.limits)?;
+        let projection_cache_bytes = limits::projection_cache_bytes(
+            raw.limits.projection_cache_mb.unwrap_or(256),
+        )
+        .map_err(|why| {
+            let at = Setting::Key("limits", "projection_cache_mb");
+            invalid(at, format!("[limits] projection_cache_mb: {why}"))
+        })?;
         let tls = raw.tls.map(|t| TlsFiles {
             cert: t.cert,
             key: t.key,
@@ -194,7 +201,7 @@ impl Config {
             partitions_set: raw.log.partitions.is_some(),
             writer_threads: raw.log.writer_threads,
             body_bytes_max,
-            projection_cache_bytes: raw.limits.projection_cache_mb.unwrap_or(256) * 1024 * 1024,
+            projection_cache_bytes,
             http,
             tls,
             principals_by_token,
