@@ -117,11 +117,14 @@ async fn audit_and_rebuild_give_the_same_digest_and_a_broken_projection_is_rebui
     // refused before anything is touched.
     let clean = dir.path().join("data").join("projection.clean");
     let marked = std::fs::read(&clean).expect("a rebuilt projection is marked clean");
-    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_opledger"))
-        .args(["rebuild", "--cache-mb", "0", "--config"])
-        .arg(&config)
-        .output()
-        .expect("runs");
+    let rebuild_with = |cache_mb: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_opledger"))
+            .args(["rebuild", "--cache-mb", cache_mb, "--config"])
+            .arg(&config)
+            .output()
+            .expect("runs")
+    };
+    let refused = rebuild_with("0");
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success(), "{stderr}");
     assert!(
@@ -133,16 +136,9 @@ async fn audit_and_rebuild_give_the_same_digest_and_a_broken_projection_is_rebui
         marked,
         "the projection was not touched"
     );
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_opledger"))
-        .args(["rebuild", "--cache-mb", "512", "--config"])
-        .arg(&config)
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = rebuild_with("512");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
     let rebuilt: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(rebuilt["digest"], audit["digest"]);
 }
