@@ -75,6 +75,33 @@ async fn until_closed(stream: &mut TcpStream, within: Duration) -> Option<String
         .map(|()| String::from_utf8_lossy(&seen).into_owned())
 }
 
+/// What the server sends for `request`, written whole on a connection of its own, by the
+/// time it closes that connection (within 10 s).
+async fn answer_to(server: &Server, request: &str) -> String {
+    let mut stream = connect(server).await;
+    stream.write_all(request.as_bytes()).await.expect("writes");
+    until_closed(&mut stream, Duration::from_secs(10))
+        .await
+        .expect("answered and closed")
+}
+
+/// That `answer` is the API's refusal: HTTP `status` with the error `code` in its JSON.
+fn assert_refused(answer: &str, status: u16, code: &str) {
+    assert!(
+        answer.starts_with(&format!("HTTP/1.1 {status}"))
+            && answer.contains(&format!("\"{code}\"")),
+        "{answer}"
+    );
+}
+
+/// Stops `server` and checks that its log holds no operation's event.
+fn stop_with_nothing_appended(server: Server) {
+    let config = server.config.clone();
+    server.stop();
+    let audit = common::cli_json(&config, "audit");
+    assert_eq!(common::operation_events(&audit), 0, "{audit}");
+}
+
 #[tokio::test]
 async fn a_half_sent_request_does_not_keep_a_stopping_node_alive() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -133,29 +160,12 @@ async fn silent_and_idle_connections_are_closed_and_a_body_that_does_not_come_is
         "a silent connection is closed"
     );
     // A kept-alive connection that goes idle after its request is closed too.
-    let mut idle = connect(&server).await;
-    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .expect("writes");
-    let answered = until_closed(&mut idle, Duration::from_secs(10))
-        .await
-        .expect("closed after going idle");
+    let answered = answer_to(&server, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
     assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
     // A body that does not arrive in time: 408, and nothing appended.
-    let mut slow = connect(&server).await;
-    let head = claim_without_its_body("slow-1");
-    slow.write_all(head.as_bytes()).await.expect("writes");
-    let answer = until_closed(&mut slow, Duration::from_secs(10))
-        .await
-        .expect("answered and closed");
-    assert!(
-        answer.starts_with("HTTP/1.1 408") && answer.contains("\"body_timeout\""),
-        "{answer}"
-    );
-    let config = server.config.clone();
-    server.stop();
-    let audit = common::cli_json(&config, "audit");
-    assert_eq!(common::operation_events(&audit), 0, "{audit}");
+    let answer = answer_to(&server, &claim_without_its_body("slow-1")).await;
+    assert_refused(&answer, 408, "body_timeout");
+    stop_with_nothing_appended(server);
 }
 
 /// A body that cannot be read as HTTP (a broken chunked encoding) is bad input, 400
@@ -164,22 +174,12 @@ async fn silent_and_idle_connections_are_closed_and_a_body_that_does_not_come_is
 async fn a_broken_chunked_body_is_answered_400_body_unreadable() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let server = start(tmp.path(), "body_read_timeout = \"10s\"");
-    let mut broken = connect(&server).await;
     let request = format!(
         "POST /v1/operations HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN_A}\r\nIdempotency-Key: chunked-1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{{\"too\r\nzz\r\n"
     );
-    broken.write_all(request.as_bytes()).await.expect("writes");
-    let answer = until_closed(&mut broken, Duration::from_secs(10))
-        .await
-        .expect("answered and closed");
-    assert!(
-        answer.starts_with("HTTP/1.1 400") && answer.contains("\"body_unreadable\""),
-        "{answer}"
-    );
-    let config = server.config.clone();
-    server.stop();
-    let audit = common::cli_json(&config, "audit");
-    assert_eq!(common::operation_events(&audit), 0, "{audit}");
+    let answer = answer_to(&server, &request).await;
+    assert_refused(&answer, 400, "body_unreadable");
+    stop_with_nothing_appended(server);
 }
 
 /// `/mcp` reads bodies under the API's rules too: a broken chunked body is 400
@@ -202,27 +202,19 @@ async fn mcp_bodies_are_read_under_the_api_rules() {
     for (rest, status, code) in [
         (
             "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"jso\r\nzz\r\n",
-            "400",
+            400,
             "body_unreadable",
         ),
         (
             "Content-Length: 100\r\n\r\n{\"jsonrpc\"",
-            "408",
+            408,
             "body_timeout",
         ),
     ] {
-        let mut stream = connect(&server).await;
-        stream
-            .write_all(format!("{head}{rest}").as_bytes())
-            .await
-            .expect("writes");
-        let answer = until_closed(&mut stream, Duration::from_secs(10))
-            .await
-            .expect("answered and closed");
-        assert!(
-            answer.starts_with(&format!("HTTP/1.1 {status}"))
-                && answer.contains(&format!("\"{code}\"")),
-            "{answer}"
+        assert_refused(
+            &answer_to(&server, &format!("{head}{rest}")).await,
+            status,
+            code,
         );
     }
     server.stop();
