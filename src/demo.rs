@@ -127,6 +127,7 @@ pub async fn run(
         body_bytes_max: config.body_bytes_max,
         body_read_timeout: config.http.body_read_timeout,
         metrics: node.metrics.clone(),
+        health: node.health(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -36,6 +36,15 @@ fn failure_of(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// The exit code, stdout as JSON (if it printed any) and stderr of a run.
+fn answer_of(out: &Output) -> (i32, Option<Value>, String) {
+    (
+        out.status.code().expect("exited"),
+        serde_json::from_slice(&out.stdout).ok(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// A ledger with some history: claims, completions and conflicts, then stopped.
 async fn history(dir: &Path) -> std::path::PathBuf {
     let server = Server::start(dir);
@@ -70,8 +79,13 @@ async fn a_byte_changed_under_a_valid_checksum_is_named_by_partition_and_offset(
     let audit = json_of(&opledger(&config, &["audit"]));
     let verified = json_of(&opledger(&config, &["verify"]));
     assert_eq!(verified["verified"], true);
+    assert_eq!(verified["node"], "stopped cleanly");
     assert_eq!(verified["seals_checked"], true);
     assert_eq!(verified["unread_tail_bytes"], serde_json::json!({}));
+    assert_eq!(
+        verified["against_projection"],
+        "every applied event is in the log"
+    );
     assert_eq!(verified["chain"], audit["chain"], "audit and verify agree");
     assert_eq!(verified["events"], audit["events"]);
     assert_eq!(
@@ -127,17 +141,50 @@ async fn recorded_heads_catch_removed_events_and_a_record_resealed_by_someone_wh
     let all = frames::frames(&segment);
     let last = all.last().expect("a frame").clone();
 
-    // The last event cut off at a frame boundary: the log itself looks whole.
+    // The last unit cut off at its start: the log looks whole, but the mark of the clean
+    // stop says how long it was.
     let bytes = std::fs::read(&segment).expect("reads");
-    std::fs::write(&segment, &bytes[..last.position]).expect("cuts");
+    let cut = frames::unit_starts(&segment).pop().expect("a unit");
+    let first_cut = all
+        .iter()
+        .find(|f| f.position >= cut)
+        .expect("a cut record")
+        .offset;
+    std::fs::write(&segment, &bytes[..cut]).expect("cuts");
+    let (code, _, err) = answer_of(&opledger(&config, &["verify"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("was closed cleanly with"), "{err}");
+    // Without the mark (as after a crash), the projection knows what the log no longer holds.
+    let mark = log.join("log.clean");
+    let kept_mark = std::fs::read(&mark).expect("the mark");
+    std::fs::remove_file(&mark).expect("removes the mark");
+    let (code, _, err) = answer_of(&opledger(&config, &["verify"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("acknowledged events are missing from the log")
+            && err.contains(&format!("partition {partition}: the projection applied")),
+        "{err}"
+    );
+    // Without the projection too, the recorded heads still catch it.
+    let projection = tmp.path().join("data").join("projection");
+    let kept_projection = tmp.path().join("projection-kept");
+    std::fs::rename(&projection, &kept_projection).expect("moves the projection");
     let alone = json_of(&opledger(&config, &["verify"]));
     assert_ne!(alone["chain"]["root"], recorded_json["chain"]["root"]);
+    assert!(
+        alone["against_projection"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("not compared")),
+        "{alone}"
+    );
     let err = failure_of(&opledger(&config, &against));
     assert!(
-        err.contains(&format!("partition {partition} holds {}", last.offset))
+        err.contains(&format!("partition {partition} holds {first_cut}"))
             && err.contains("events were removed"),
         "{err}"
     );
+    std::fs::rename(&kept_projection, &projection).expect("puts the projection back");
+    std::fs::write(&mark, kept_mark).expect("puts the mark back");
 
     // The event put back, changed, with its seal recomputed from the public scheme.
     std::fs::write(&segment, &bytes).expect("restores");
@@ -241,32 +288,121 @@ async fn the_same_records_on_the_kafka_backend_give_the_same_heads() {
     );
 }
 
-/// A damaged last event (checksum not recomputed) is what a torn tail looks like: a snapshot
-/// cannot tell it from a batch being written, so `verify` does not fail on it, but it says
-/// how many bytes it could not read, where, and what to do.
+/// The storage fault a new user tries first: 8 partitions, 300 claims, a clean stop, one bit
+/// flipped in the middle of the largest segment (bit rot; checksum untouched). Acknowledged
+/// events follow the flipped bit, so `verify` fails and never says `verified`, `serve`
+/// refuses to start naming partition, segment, offset and byte, and nothing is cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flipped_bit_in_a_stopped_node_is_refused_and_nothing_is_cut() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let config = tmp.path().join("opledger.toml");
+    let text = common::config_text_log(&tmp.path().join("data"), "partitions = 8", "");
+    std::fs::write(&config, text).expect("writes config");
+    let server = Server::start_existing(tmp.path(), &config);
+    for i in 0..300 {
+        let (s, _) = server
+            .claim(TOKEN_A, &format!("bit-{i}"), charge("w", "3", "c"))
+            .await;
+        assert_eq!(s, 201);
+    }
+    let config = server.config.clone();
+    server.stop();
+    let before = json_of(&opledger(&config, &["verify"]));
+    let log = tmp.path().join("data").join("log");
+    let largest = (0..8)
+        .flat_map(|p| frames::segments(&log, p))
+        .max_by_key(|s| std::fs::metadata(s).expect("segment").len())
+        .expect("a segment");
+    let mut bytes = std::fs::read(&largest).expect("reads");
+    let len = bytes.len();
+    let middle = len / 2;
+    bytes[middle] ^= 0x10;
+    std::fs::write(&largest, &bytes).expect("flips a bit");
+    let damaged_at = frames::frames(&largest)
+        .into_iter()
+        .rfind(|f| f.position <= middle)
+        .expect("the damaged frame");
+
+    let (code, json, err) = answer_of(&opledger(&config, &["verify"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(json.is_none(), "nothing printed as verified: {json:?}");
+    let segment_name = largest
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .into_owned();
+    for text in [&err, &failure_of(&opledger(&config, &["serve"]))] {
+        assert!(
+            text.contains("acknowledged log data is damaged")
+                && text.contains(&segment_name)
+                && text.contains(&format!("(record {})", damaged_at.offset))
+                && text.contains(&format!("at byte {}", damaged_at.position))
+                && text.contains("Restore this segment file from a backup or a replica"),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(&largest).expect("reads").len(),
+        len,
+        "nothing was cut"
+    );
+    // The bit restored, everything is there again.
+    bytes[middle] ^= 0x10;
+    std::fs::write(&largest, &bytes).expect("restores");
+    let after = json_of(&opledger(&config, &["verify"]));
+    assert_eq!(after["events"], before["events"]);
+    assert_eq!(after["chain"], before["chain"]);
+}
+
+/// After a crash, the torn batch a node never acknowledged is reported, not passed over:
+/// `verify` exits 4 and does not say `verified`; the next start cuts it, and then the log
+/// verifies. Beside a running node, `verify` says so and exits 3.
 #[tokio::test]
-async fn bytes_a_snapshot_cannot_read_are_reported_not_passed_over() {
+async fn a_torn_tail_after_a_crash_and_a_running_node_have_their_own_exit_codes() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let config = history(tmp.path()).await;
-    let before = json_of(&opledger(&config, &["verify"]));
-    let partition = frames::busiest_partition(&before["chain"]);
-    let log = tmp.path().join("data").join("log");
-    let segment = frames::segments(&log, partition).pop().expect("a segment");
-    let last = frames::frames(&segment).pop().expect("a frame");
-    let mut bytes = std::fs::read(&segment).expect("reads");
-    bytes[last.position + last.payload_start()] ^= 0x01;
-    std::fs::write(&segment, &bytes).expect("damages");
-    let out = opledger(&config, &["verify"]);
-    let after = json_of(&out);
+    let server = Server::start_existing(tmp.path(), &config);
+    let (code, json, err) = answer_of(&opledger(&config, &["verify"]));
+    assert_eq!(code, 3, "{err}");
+    let json = json.expect("prints what it verified");
     assert_eq!(
-        after["unread_tail_bytes"][partition.to_string()],
-        last.len as u64,
-        "{after}"
+        (json["node"].as_str(), json["verified"].as_bool()),
+        (Some("running"), Some(true))
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("a running node holds this log"), "{err}");
+    let (s, _) = server.claim(TOKEN_A, "torn-1", charge("w", "3", "c")).await;
+    assert_eq!(s, 201);
+    let mut server = server;
+    server.kill9();
+
+    let log = tmp.path().join("data").join("log");
+    let before = json_of(&opledger(&config, &["verify"]));
+    assert_eq!(before["node"], "stopped uncleanly");
+    // A torn last unit: its commit frame cut short.
+    let partition = frames::busiest_partition(&before["chain"]);
+    let segment = frames::segments(&log, partition).pop().expect("a segment");
+    let len = std::fs::metadata(&segment).expect("segment").len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .expect("opens")
+        .set_len(len - 5)
+        .expect("tears");
+    let (code, json, err) = answer_of(&opledger(&config, &["verify"]));
+    assert_eq!(code, 4, "{err}");
+    let json = json.expect("prints what it read");
+    assert_eq!(json["verified"], false);
+    let torn = json["unread_tail_bytes"][partition.to_string()]
+        .as_u64()
+        .expect("torn bytes");
+    assert!(torn > 0 && torn < len, "{json}");
     assert!(
-        stderr.contains(&format!("partition {partition}: {} bytes", last.len))
-            && stderr.contains("with the node stopped"),
-        "{stderr}"
+        err.contains("never acknowledged") && err.contains("verify again"),
+        "{err}"
     );
+    let server = Server::start_existing(tmp.path(), &config);
+    server.stop();
+    let after = json_of(&opledger(&config, &["verify"]));
+    assert_eq!(after["node"], "stopped cleanly");
+    assert_eq!(after["unread_tail_bytes"], serde_json::json!({}));
 }

@@ -10,6 +10,19 @@ use opledger::log::embedded::{EmbeddedLog, EmbeddedOptions};
 use opledger::log::model::{Appended, EventLog, LogError, LogRecord, NewRecord};
 
 const FRAME_OVERHEAD: u64 = 88;
+/// The commit frame closing every unit written before a sync (one per `append_each` call).
+const COMMIT: u64 = 32;
+
+/// Bytes on disk of a record of `len` bytes appended on its own (its frame and its commit).
+fn unit(len: usize) -> u64 {
+    FRAME_OVERHEAD + len as u64 + COMMIT
+}
+
+/// What a crash after every write was synced leaves: the files as they are, without the mark
+/// of a clean close (only a crash may leave a torn tail).
+fn as_after_a_crash(dir: &Path) {
+    fs::remove_file(dir.join("log.clean")).expect("a clean close left its mark");
+}
 
 fn rec(n: u64, len: usize) -> NewRecord {
     let mut key = [0u8; 32];
@@ -76,14 +89,15 @@ fn flip_byte(path: &Path, position: u64) {
     fs::write(path, bytes).expect("write segment");
 }
 
-/// Damages the tail of a closed log in several ways; each time reopening keeps the intact
-/// records, drops the damaged one and continues densely.
+/// Damages the last unit of a crashed log in the ways a crash can (cut short, or its commit
+/// frame not whole): each time reopening keeps the committed records, cuts the torn unit and
+/// continues densely.
 #[tokio::test]
-async fn torn_tail_is_truncated_and_appends_continue() {
+async fn a_torn_last_unit_is_cut_and_appends_continue() {
     type Damage = fn(&Path, u64);
-    let frame = FRAME_OVERHEAD + 100;
+    let u = unit(100);
     let damages: Vec<(&str, Damage)> = vec![
-        ("chop 5 bytes", |p, len| {
+        ("chop 5 bytes of the commit", |p, len| {
             OpenOptions::new()
                 .write(true)
                 .open(p)
@@ -91,17 +105,21 @@ async fn torn_tail_is_truncated_and_appends_continue() {
                 .set_len(len - 5)
                 .unwrap()
         }),
-        ("chop into header", |p, len| {
+        ("chop into the record header", |p, len| {
             let f = OpenOptions::new().write(true).open(p).unwrap();
-            f.set_len(len - (FRAME_OVERHEAD + 100) + 3).unwrap()
+            f.set_len(len - unit(100) + 3).unwrap()
         }),
-        ("flip payload byte", |p, len| flip_byte(p, len - 10)),
-        ("flip crc byte", |p, len| {
-            flip_byte(p, len - (FRAME_OVERHEAD + 100) + 5)
+        ("chop the whole commit", |p, len| {
+            let f = OpenOptions::new().write(true).open(p).unwrap();
+            f.set_len(len - COMMIT).unwrap()
         }),
-        ("flip length byte", |p, len| {
-            flip_byte(p, len - (FRAME_OVERHEAD + 100))
+        ("flip a commit crc byte", |p, len| {
+            flip_byte(p, len - COMMIT + 5)
         }),
+        ("flip a commit magic byte", |p, len| {
+            flip_byte(p, len - COMMIT + 9)
+        }),
+        ("flip the commit count", |p, len| flip_byte(p, len - 8)),
     ];
     for (name, damage) in damages {
         let tmp = tempfile::tempdir().unwrap();
@@ -109,11 +127,16 @@ async fn torn_tail_is_truncated_and_appends_continue() {
         let log = open(dir, EmbeddedOptions::new(2));
         let appended = append_each(&log, 0, 0, 10, 100).await;
         log.close().unwrap();
+        as_after_a_crash(dir);
         let seg = &segments(dir, 0)[0];
         let len = len_of(seg);
-        assert_eq!(len, 10 * frame);
+        assert_eq!(len, 10 * u);
         damage(seg, len);
 
+        let read_only = EmbeddedLog::open_read_only(dir).expect("a torn tail reads");
+        assert_eq!(read_only.end_offset(0).await.unwrap(), 9, "{name}");
+        assert_eq!(read_only.unread_tails()[0], len_of(seg) - 9 * u, "{name}");
+        drop(read_only);
         let log = open(dir, EmbeddedOptions::new(2));
         assert_eq!(
             log.end_offset(0).await.unwrap(),
@@ -121,11 +144,7 @@ async fn torn_tail_is_truncated_and_appends_continue() {
             "{name}: end after recovery"
         );
         assert_same(&read_all(&log, 0).await, &appended[..9]);
-        assert_eq!(
-            len_of(seg),
-            9 * frame,
-            "{name}: segment truncated at the bad frame"
-        );
+        assert_eq!(len_of(seg), 9 * u, "{name}: segment cut at the last commit");
         let more = append_each(&log, 0, 100, 3, 100).await;
         assert_eq!(more[0].1.offset, 9, "{name}: appends continue densely");
         drop(log);
@@ -137,39 +156,146 @@ async fn torn_tail_is_truncated_and_appends_continue() {
     }
 }
 
-/// Garbage after the last valid frame, and a valid frame with a wrong offset, are both a
-/// torn tail.
+/// A damaged frame that a valid commit frame follows was written and synced before that
+/// commit, so it was acknowledged: however close to the end, both opens refuse it with its
+/// partition, segment, offset and byte, and nothing is cut. This is the bit flip of a stopped
+/// node's segment that older builds cut off as a torn tail.
 #[tokio::test]
-async fn trailing_garbage_and_non_dense_offset_are_truncated() {
-    for valid_but_wrong_offset in [false, true] {
+async fn damage_a_commit_frame_follows_is_refused_and_nothing_is_cut() {
+    let u = unit(100);
+    // (record, byte within it): the last record's payload, its timestamp, a middle record's
+    // length field, the first record's key.
+    for (record, at) in [(9u64, 150u64), (9, 20), (4, 1), (0, 30)] {
+        for crashed in [true, false] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path();
+            let log = open(dir, EmbeddedOptions::new(2));
+            append_each(&log, 1, 0, 10, 100).await;
+            log.close().unwrap();
+            if crashed {
+                as_after_a_crash(dir);
+            }
+            let seg = segments(dir, 1).remove(0);
+            let before = fs::read(&seg).unwrap();
+            flip_byte(&seg, record * u + at);
+            let damaged = fs::read(&seg).unwrap();
+            for opened in [
+                EmbeddedLog::open(dir, EmbeddedOptions::new(2)).err(),
+                EmbeddedLog::open_read_only(dir).err(),
+            ] {
+                match opened {
+                    Some(LogError::Damaged {
+                        partition,
+                        segment,
+                        offset,
+                        position,
+                        ..
+                    }) => {
+                        assert_eq!((partition, offset, position), (1, record, record * u));
+                        assert_eq!(segment, seg);
+                    }
+                    other => panic!("record {record} byte {at}: expected Damaged, got {other:?}"),
+                }
+            }
+            assert_eq!(
+                fs::read(&seg).unwrap(),
+                damaged,
+                "nothing is cut or changed"
+            );
+            let text = EmbeddedLog::open(dir, EmbeddedOptions::new(2))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                text.contains("Restore this segment file from a backup or a replica"),
+                "{text}"
+            );
+            assert!(text.contains("do not rebuild the projection"), "{text}");
+            // Restored, it opens with every record.
+            fs::write(&seg, &before).unwrap();
+            let log = open(dir, EmbeddedOptions::new(2));
+            assert_eq!(log.end_offset(1).await.unwrap(), 10);
+        }
+    }
+}
+
+/// After a clean close every byte was acknowledged: what a crash could have torn is refused
+/// too, and so is a partition that lost or gained whole units while stopped.
+#[tokio::test]
+async fn after_a_clean_close_nothing_may_be_cut() {
+    let u = unit(100);
+    type Change = fn(&Path, u64);
+    let changes: Vec<(&str, Change)> = vec![
+        ("a commit frame cut short", |p, len| {
+            OpenOptions::new()
+                .write(true)
+                .open(p)
+                .unwrap()
+                .set_len(len - 5)
+                .unwrap()
+        }),
+        ("the last unit removed", |p, len| {
+            OpenOptions::new()
+                .write(true)
+                .open(p)
+                .unwrap()
+                .set_len(len - unit(100))
+                .unwrap()
+        }),
+        ("garbage appended", |p, _| {
+            OpenOptions::new()
+                .append(true)
+                .open(p)
+                .unwrap()
+                .write_all(&[0xab; 23])
+                .unwrap()
+        }),
+    ];
+    for (name, change) in changes {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         let log = open(dir, EmbeddedOptions::new(1));
-        let appended = append_each(&log, 0, 0, 5, 40).await;
+        append_each(&log, 0, 0, 10, 100).await;
         log.close().unwrap();
-        let seg = &segments(dir, 0)[0];
-        let bytes = fs::read(seg).unwrap();
-        let len = bytes.len() as u64;
-        let tail: Vec<u8> = if valid_but_wrong_offset {
-            // A copy of frame 0: correct CRC, but offset 0 where 5 is expected.
-            bytes[..(FRAME_OVERHEAD + 40) as usize].to_vec()
-        } else {
-            vec![0xab; 23]
-        };
-        OpenOptions::new()
-            .append(true)
-            .open(seg)
-            .unwrap()
-            .write_all(&tail)
-            .unwrap();
-
-        let log = open(dir, EmbeddedOptions::new(1));
-        assert_eq!(log.end_offset(0).await.unwrap(), 5);
-        assert_same(&read_all(&log, 0).await, &appended);
-        assert_eq!(len_of(seg), len);
-        let ack = log.append(0, vec![rec(9, 40)]).await.unwrap();
-        assert_eq!(ack[0].offset, 5);
+        let seg = segments(dir, 0).remove(0);
+        change(&seg, 10 * u);
+        let len = len_of(&seg);
+        for opened in [
+            EmbeddedLog::open(dir, EmbeddedOptions::new(1)).err(),
+            EmbeddedLog::open_read_only(dir).err(),
+        ] {
+            assert!(
+                matches!(
+                    opened,
+                    Some(LogError::Damaged { .. } | LogError::Corrupt { .. })
+                ),
+                "{name}: {opened:?}"
+            );
+        }
+        assert_eq!(len_of(&seg), len, "{name}: nothing is cut");
+        assert!(dir.join("log.clean").exists(), "{name}: the mark stays");
     }
+}
+
+/// The mark of a clean close is there only while the log is closed, and a read-only open
+/// says what it found: a running node, a clean stop, or a crash.
+#[tokio::test]
+async fn a_read_only_open_tells_a_running_node_a_clean_stop_and_a_crash_apart() {
+    use opledger::log::embedded::WriterState;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let log = open(dir, EmbeddedOptions::new(1));
+    append_each(&log, 0, 0, 3, 10).await;
+    assert!(!dir.join("log.clean").exists(), "no mark while open");
+    let snapshot = EmbeddedLog::open_read_only(dir).unwrap();
+    assert_eq!(snapshot.writer_state(), WriterState::Running);
+    assert_eq!(snapshot.end_offset(0).await.unwrap(), 3);
+    log.close().unwrap();
+    let snapshot = EmbeddedLog::open_read_only(dir).unwrap();
+    assert_eq!(snapshot.writer_state(), WriterState::StoppedCleanly);
+    as_after_a_crash(dir);
+    let snapshot = EmbeddedLog::open_read_only(dir).unwrap();
+    assert_eq!(snapshot.writer_state(), WriterState::StoppedUncleanly);
+    assert_eq!(snapshot.end_offset(0).await.unwrap(), 3);
 }
 
 /// A bad frame in a segment that is not the last is corruption of acknowledged data:
@@ -191,27 +317,35 @@ async fn corruption_in_non_last_segment_is_an_error() {
     );
     let victim = &segs[1];
     let len = len_of(victim);
-    let frame = FRAME_OVERHEAD + 100;
-    flip_byte(victim, frame + 60); // payload of the victim's second frame
+    let base: u64 = victim
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    flip_byte(victim, unit(100) + 60); // payload of the victim's second frame
+    as_after_a_crash(dir); // even then
 
     match EmbeddedLog::open(dir, options.clone()) {
-        Err(LogError::Corrupt {
+        Err(LogError::Damaged {
             partition,
             segment,
+            offset,
             position,
             reason,
         }) => {
             assert_eq!(partition, 1);
             assert_eq!(&segment, victim);
-            assert_eq!(position, frame);
+            assert_eq!((offset, position), (base + 1, unit(100)));
             assert!(reason.contains("crc"), "reason: {reason}");
         }
-        other => panic!("expected Corrupt, got {other:?}"),
+        other => panic!("expected Damaged, got {other:?}"),
     }
     assert_eq!(len_of(victim), len, "corrupt segment must not be truncated");
 
     // A missing segment (gap in offsets) is also corruption.
-    flip_byte(victim, frame + 60); // repair
+    flip_byte(victim, unit(100) + 60); // repair
     fs::remove_file(victim).unwrap();
     assert!(matches!(
         EmbeddedLog::open(dir, options),
@@ -228,7 +362,7 @@ async fn segments_roll_and_reads_cross_them() {
     let mut options = EmbeddedOptions::new(2);
     options.segment_bytes_max = 1000;
     options.index_interval_records = 4;
-    let frame = FRAME_OVERHEAD + 100; // 156 bytes: 6 frames per segment
+    let frame = FRAME_OVERHEAD + 100;
     let log = open(dir, options.clone());
     let mut appended = append_each(&log, 0, 0, 25, 100).await;
     // A batch that itself spans several segments.
@@ -244,23 +378,38 @@ async fn segments_roll_and_reads_cross_them() {
     log.close().unwrap();
 
     let segs = segments(dir, 0);
-    let mut expected_base = 0u64;
-    for seg in &segs {
-        let name = seg.file_stem().unwrap().to_str().unwrap();
-        assert_eq!(name.len(), 20);
-        let base: u64 = name.parse().unwrap();
-        assert_eq!(base, expected_base, "segment {name} base");
+    let bases: Vec<u64> = segs
+        .iter()
+        .map(|seg| {
+            let name = seg.file_stem().unwrap().to_str().unwrap();
+            assert_eq!(name.len(), 20);
+            name.parse().unwrap()
+        })
+        .collect();
+    assert_eq!(bases[0], 0);
+    let ends = bases.iter().skip(1).copied().chain([appended.len() as u64]);
+    for ((seg, base), end) in segs.iter().zip(&bases).zip(ends) {
         let len = len_of(seg);
-        if base == 45 {
-            assert_eq!(len, FRAME_OVERHEAD + 3000, "oversized record alone");
-            expected_base += 1;
+        let records = end - base;
+        if *base == 45 {
+            assert_eq!(
+                len,
+                FRAME_OVERHEAD + 3000 + COMMIT,
+                "oversized record alone"
+            );
+            assert_eq!(records, 1);
         } else {
-            assert!(len <= 1000, "segment {name} has {len} bytes");
-            assert_eq!(len % frame, 0, "whole frames only");
-            expected_base += len / frame;
+            assert!(len <= 1000, "segment {base} has {len} bytes");
+            // Whole frames, each unit closed by its commit frame (one per record appended
+            // on its own, one per segment's share of the large batch).
+            let commits = (len - records * frame) / COMMIT;
+            assert_eq!(len, records * frame + commits * COMMIT, "segment {base}");
+            assert!(
+                (1..=records).contains(&commits),
+                "segment {base}: {commits}"
+            );
         }
     }
-    assert_eq!(expected_base, appended.len() as u64);
 
     // Reopen with the cache off so every read comes from the files.
     options.tail_cache_records_max = 0;
@@ -359,20 +508,19 @@ async fn of_several_damaged_partitions_the_lowest_is_named() {
     // A byte flipped in the second frame (its seal) of the first segment of every partition
     // but the first (several segments follow it): damage to acknowledged data, never cut off.
     // Every thread meets a failure, the lowest in whichever order: the answer is partition 1.
-    let frame = FRAME_OVERHEAD + 100;
     for p in (1..6).rev() {
         let segs = segments(dir, p);
         assert!(segs.len() >= 3, "several segments: {segs:?}");
-        flip_byte(&segs[0], frame + 60);
+        flip_byte(&segs[0], unit(100) + 60);
     }
     for _ in 0..5 {
         match EmbeddedLog::open(dir, options.clone()) {
-            Err(LogError::Corrupt { partition, .. }) => assert_eq!(partition, 1),
+            Err(LogError::Damaged { partition, .. }) => assert_eq!(partition, 1),
             Err(other) => panic!("expected corruption of partition 1, got {other:?}"),
             Ok(_) => panic!("a damaged log opened"),
         }
         match EmbeddedLog::open_read_only(dir) {
-            Err(LogError::Corrupt { partition, .. }) => assert_eq!(partition, 1),
+            Err(LogError::Damaged { partition, .. }) => assert_eq!(partition, 1),
             Err(other) => panic!("expected corruption of partition 1, got {other:?}"),
             Ok(_) => panic!("a damaged log opened read-only"),
         }
@@ -410,7 +558,7 @@ async fn log_id_is_stable_and_meta_is_written() {
     let a = open(&tmp.path().join("a"), EmbeddedOptions::new(2));
     assert_eq!(a.log_id(), id_a);
     let meta = fs::read_to_string(tmp.path().join("a/log.meta")).unwrap();
-    assert!(meta.contains("format_version = 2"), "{meta}");
+    assert!(meta.contains("format_version = 3"), "{meta}");
     assert!(meta.contains("partitions = 2"), "{meta}");
     assert!(meta.contains(&id_a.to_string()), "{meta}");
     assert!(!tmp.path().join("a/log.meta.tmp").exists());
@@ -584,10 +732,11 @@ async fn torn_first_frame_of_a_fresh_segment() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let mut options = EmbeddedOptions::new(1);
-    options.segment_bytes_max = 600;
+    options.segment_bytes_max = 700;
     let log = open(dir, options.clone());
-    let appended = append_each(&log, 0, 0, 9, 100).await; // 3 frames per segment -> 3 segments
+    let appended = append_each(&log, 0, 0, 9, 100).await; // 3 units per segment -> 3 segments
     drop(log);
+    as_after_a_crash(dir);
     let segs = segments(dir, 0);
     assert_eq!(segs.len(), 3);
     // Keep only a torn start of the last segment's first frame.
@@ -606,7 +755,7 @@ async fn torn_first_frame_of_a_fresh_segment() {
     let log = open(dir, options);
     let more = append_each(&log, 0, 50, 2, 100).await;
     assert_eq!(more[0].1.offset, 6);
-    assert_eq!(len_of(&segs[2]), 2 * (FRAME_OVERHEAD + 100));
+    assert_eq!(len_of(&segs[2]), 2 * unit(100));
 }
 
 /// Minimal `tracing` subscriber that records events as text (no extra dependency).
@@ -670,6 +819,7 @@ async fn torn_tail_truncation_is_reported() {
     let log = open(dir, EmbeddedOptions::new(3));
     append_each(&log, 2, 0, 4, 100).await;
     drop(log);
+    as_after_a_crash(dir);
     let seg = segments(dir, 2)[0].clone();
     let len = len_of(&seg);
     OpenOptions::new()
@@ -699,11 +849,11 @@ async fn torn_tail_truncation_is_reported() {
     assert!(warn.starts_with("WARN"), "{warn}");
     assert!(warn.contains("partition=2 "), "{warn}");
     assert!(
-        warn.contains(&format!("position={} ", 3 * (FRAME_OVERHEAD + 100))),
+        warn.contains(&format!("position={} ", 3 * unit(100))),
         "{warn}"
     );
     assert!(
-        warn.contains(&format!("bytes_dropped={} ", FRAME_OVERHEAD + 100 - 7)),
+        warn.contains(&format!("bytes_dropped={} ", unit(100) - 7)),
         "{warn}"
     );
     assert!(warn.contains("00000000000000000000.seg"), "{warn}");
@@ -746,8 +896,8 @@ async fn failed_write_poisons_the_partition() {
     assert_eq!(log.append(1, vec![rec(3, 100)]).await.unwrap()[0].offset, 0);
 }
 
-/// Damage deeper in the last segment than one unacknowledged batch can reach is corruption of
-/// acknowledged data: both opens refuse, and nothing is truncated.
+/// Damage early in a large last segment of a crashed log is refused by both opens, and
+/// nothing is truncated.
 #[tokio::test]
 async fn damage_deeper_than_one_batch_in_the_last_segment_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
@@ -760,18 +910,26 @@ async fn damage_deeper_than_one_batch_in_the_last_segment_is_refused() {
         log.append(0, batch).await.unwrap();
     }
     log.close().unwrap();
+    as_after_a_crash(dir);
     let seg = segments(dir, 0).pop().expect("a segment");
     let before = len_of(&seg);
     assert!(before > 10 << 20, "{before}");
     flip_byte(&seg, FRAME_OVERHEAD + 10);
     let err = EmbeddedLog::open(dir, options).expect_err("must refuse");
     assert!(
-        matches!(err, LogError::Corrupt { position: 0, .. }),
+        matches!(
+            err,
+            LogError::Damaged {
+                offset: 0,
+                position: 0,
+                ..
+            }
+        ),
         "{err}"
     );
     assert!(matches!(
         EmbeddedLog::open_read_only(dir),
-        Err(LogError::Corrupt { .. })
+        Err(LogError::Damaged { .. })
     ));
     assert_eq!(len_of(&seg), before, "acknowledged data is never cut off");
 }
@@ -1031,7 +1189,7 @@ async fn a_log_of_format_1_is_upgraded_and_its_old_records_stay_covered_by_the_c
     let log = open(dir, EmbeddedOptions::new(1));
     assert_eq!(log.log_id().to_string(), id);
     let meta = fs::read_to_string(dir.join("log.meta")).unwrap();
-    assert!(meta.contains("format_version = 2"), "{meta}");
+    assert!(meta.contains("format_version = 3"), "{meta}");
     let new = append_each(&log, 0, 10, 2, 40).await;
     let read = read_all(&log, 0).await;
     assert_eq!(read.len(), 5);
@@ -1047,10 +1205,11 @@ async fn a_log_of_format_1_is_upgraded_and_its_old_records_stay_covered_by_the_c
     open(dir, EmbeddedOptions::new(1));
     let meta = fs::read_to_string(dir.join("log.meta")).unwrap();
     assert!(meta.contains("sealed_from = 3"), "{meta}");
+    assert!(meta.contains("committed_from = 3"), "{meta}");
 
     // A sealed record rewritten as an old, unsealed one does not get past the seals.
     let sealed = fs::read(&segment).unwrap();
-    let last_sealed = sealed.len() - (FRAME_OVERHEAD as usize + 40);
+    let last_sealed = sealed.len() - unit(40) as usize;
     let mut downgraded = sealed[..last_sealed].to_vec();
     downgraded.extend(unsealed_frame(4, read[4].timestamp_ms, &new[1].0));
     fs::write(&segment, &downgraded).unwrap();
@@ -1108,11 +1267,12 @@ async fn a_log_created_sealed_refuses_an_unsealed_record() {
     let segment = segments(dir, 0).remove(0);
     let bytes = fs::read(&segment).unwrap();
     let frame = FRAME_OVERHEAD as usize + 40;
+    let u = unit(40) as usize;
     let mut changed = appended[1].0.clone();
     changed.payload[0] ^= 1;
-    let mut tampered = bytes[..frame].to_vec();
+    let mut tampered = bytes[..u].to_vec();
     tampered.extend(unsealed_frame(1, appended[1].1.timestamp_ms, &changed));
-    tampered.extend(&bytes[2 * frame..]);
+    tampered.extend(&bytes[u + frame..]);
     fs::write(&segment, &tampered).unwrap();
     for opened in [
         EmbeddedLog::open(dir, EmbeddedOptions::new(1)).err(),

@@ -43,12 +43,27 @@ pub struct ApiState {
     pub body_read_timeout: std::time::Duration,
     /// The metrics consumer's counters, served on `/metrics`.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Whether the node can take new work, for `/healthz`.
+    pub health: Health,
+}
+
+/// Whether a node can take new work, or why not.
+pub type Health = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// `/healthz`: 200 `ok` while the node takes new work; 503 with the reason once it cannot.
+async fn healthz(State(state): State<Arc<ApiState>>) -> Response {
+    match (state.health)() {
+        Ok(()) => "ok\n".into_response(),
+        Err(reason) => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "log_failed", reason).into_response()
+        }
+    }
 }
 
 /// The router of the v1 API.
 pub fn router(state: Arc<ApiState>) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/v1/operations", post(claim))
         .route("/v1/operations/{id}", get(read))

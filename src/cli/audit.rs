@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 /// The configured log, for reading only (a snapshot of the embedded log; the Kafka topic as
 /// it grows). Call inside the runtime: the Kafka readers belong to it.
-fn log_for_reading(config: &Config) -> anyhow::Result<Arc<AnyLog>> {
+pub(super) fn log_for_reading(config: &Config) -> anyhow::Result<Arc<AnyLog>> {
     Ok(Arc::new(match &config.backend {
         Backend::Embedded => {
             let dir = config.data_dir.join("log");
@@ -39,58 +39,9 @@ pub(super) fn audit(args: &ConfigArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(super) fn verify(args: &ConfigArgs, against: Option<&std::path::Path>) -> anyhow::Result<()> {
-    use opledger::consumers::verify::{ChainHeads, verify as run};
-    opledger::telemetry::init(args.log_level.as_deref(), args.log_format);
-    let (config, _) = load(args)?;
-    let recorded = match against {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read the recorded heads {}", path.display()))?;
-            let heads =
-                ChainHeads::parse(&text).with_context(|| format!("in {}", path.display()))?;
-            Some(heads)
-        }
-        None => None,
-    };
-    let mut bar = progress::Bar::new("verifying the hash chain");
-    let show = |p: opledger::partition::Progress| bar.show(p.applied, p.total);
-    let (heads, seals_checked, unread) = runtime()?.block_on(async {
-        let log = log_for_reading(&config)?;
-        let heads = run(Arc::clone(&log), recorded.as_ref(), show).await?;
-        // Besides the recomputed chain: the seals (embedded only), and bytes a snapshot could
-        // not read as whole events, which no check covers.
-        let (seals_checked, unread) = match log.as_ref() {
-            AnyLog::Embedded(log) => (true, log.unread_tails().to_vec()),
-            AnyLog::Kafka(_) => (false, Vec::new()),
-        };
-        anyhow::Ok((heads, seals_checked, unread))
-    })?;
-    bar.finish();
-    let events: u64 = heads.partitions.iter().map(|p| p.events).sum();
-    let unread: serde_json::Map<String, serde_json::Value> = (0u32..)
-        .zip(unread)
-        .filter(|(_, bytes)| *bytes > 0)
-        .map(|(p, bytes)| (p.to_string(), bytes.into()))
-        .collect();
-    for (partition, bytes) in &unread {
-        eprintln!(
-            "opledger: partition {partition}: {bytes} bytes after its last whole event were not read (a batch a running node is writing, a torn tail a start would cut, or damage); run verify again with the node stopped"
-        );
-    }
-    print_json(&serde_json::json!({
-        "verified": true,
-        "events": events,
-        "seals_checked": seals_checked,
-        "against_recorded_heads": recorded.is_some(),
-        "unread_tail_bytes": unread,
-        "chain": heads,
-    }))
-}
-
 /// Prints `value` as pretty JSON on stdout. A reader that went away (`| head -1`) is not an
 /// error: the command's work is done either way.
-fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+pub(super) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     use std::io::Write;
     let text = serde_json::to_string_pretty(value)?;
     match writeln!(std::io::stdout().lock(), "{text}") {

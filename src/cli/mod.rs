@@ -4,6 +4,7 @@
 mod audit;
 mod progress;
 mod serve;
+mod verify;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -73,8 +74,11 @@ enum Command {
     /// embedded log also checks each event against the seal written with it) and print each
     /// partition's head and the root over them. With `--against`, also check that the log
     /// still holds the history that heads printed earlier (by `audit` or `verify`) commit to.
-    /// Exits non-zero naming the first partition (and, on the embedded log, offset) that
-    /// breaks.
+    /// On the embedded log it also says whether a node was running, reads nothing a
+    /// running node has not synced, and compares the projection's applied offsets with the
+    /// log (when no node holds the projection). Names the first partition (and, on the
+    /// embedded log, offset) that breaks.
+    #[command(after_help = verify::EXIT_CODES)]
     Verify {
         #[command(flatten)]
         args: ConfigArgs,
@@ -195,7 +199,7 @@ pub fn main() -> ExitCode {
         ),
         Command::Audit { args } => audit::audit(&args),
         Command::Rebuild { args, cache_mb } => audit::rebuild(&args, cache_mb),
-        Command::Verify { args, against } => audit::verify(&args, against.as_deref()),
+        Command::Verify { args, against } => verify::verify(&args, against.as_deref()),
         Command::History { args, id } => audit::history(&args, &id),
         Command::Export {
             args,
@@ -233,10 +237,26 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             opledger::telemetry::fatal(&said_once(&e));
-            ExitCode::FAILURE
+            e.downcast_ref::<Verdict>()
+                .map_or(ExitCode::FAILURE, |v| ExitCode::from(v.code))
         }
     }
 }
+
+/// A command's answer that scripts tell apart by its exit code (see `verify`'s help).
+#[derive(Debug)]
+struct Verdict {
+    code: u8,
+    message: String,
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Verdict {}
 
 /// The error and its causes, each said once: a cause whose text an outer message already
 /// includes (many errors name their cause in their own message) is not repeated.

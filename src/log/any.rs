@@ -13,6 +13,17 @@ pub enum AnyLog {
     Kafka(KafkaLog),
 }
 
+impl AnyLog {
+    /// Why the log stopped accepting appends for good, if it did (an fsync of the embedded
+    /// log failed; a Kafka log has no such state: each append asks the brokers again).
+    pub fn failure(&self) -> Option<String> {
+        match self {
+            Self::Embedded(log) => log.failure().map(str::to_owned),
+            Self::Kafka(_) => None,
+        }
+    }
+}
+
 impl EventLog for AnyLog {
     fn partition_count(&self) -> u32 {
         match self {

@@ -77,6 +77,24 @@ pub enum LogError {
         /// What is wrong.
         reason: String,
     },
+    /// A frame that was acknowledged is damaged (a bad sector, bit rot, a stray write): a
+    /// valid commit frame follows it, or the log was closed cleanly. Nothing is cut off.
+    #[error(
+        "acknowledged log data is damaged in partition {partition}, {path} at byte {position} (record {offset}): {reason}. Nothing was cut off. Restore this segment file from a backup or a replica and start again; do not rebuild the projection from the shorter log (`opledger rebuild` would make the loss permanent)",
+        path = .segment.display()
+    )]
+    Damaged {
+        /// Partition whose data is damaged.
+        partition: u32,
+        /// Segment file holding the damage.
+        segment: PathBuf,
+        /// Offset of the first record that cannot be read.
+        offset: Offset,
+        /// Byte position within `segment` where reading fails.
+        position: u64,
+        /// What is wrong there, and why it counts as acknowledged.
+        reason: String,
+    },
     /// A record no longer matches the seal written with it: the record, its timestamp or one
     /// of the unsealed records just before it was changed after it was written (a frame
     /// checksum alone cannot tell, since whoever changes a byte can recompute it).
@@ -137,6 +155,25 @@ pub enum LogError {
         /// The poisoned partition.
         partition: u32,
         /// The failure that poisoned it.
+        reason: String,
+    },
+    /// The disk is full: nothing of the append was kept (the partial write was cut back), and
+    /// the same append may simply be retried once there is space again.
+    #[error(
+        "no space left on the log's disk ({context}); nothing was written: free space and retry"
+    )]
+    NoSpace {
+        /// What the log was writing.
+        context: String,
+    },
+    /// An fsync (or the write after it) failed: the kernel may have dropped the data it
+    /// could not write, so nothing after it can be trusted, and the log accepts no append
+    /// until it is reopened (a restart recovers from what is on disk).
+    #[error(
+        "the log stopped accepting appends after a failed fsync ({reason}); restart the node: it recovers from what is on disk"
+    )]
+    Failed {
+        /// The failure.
         reason: String,
     },
     /// The storage is already opened by another log instance (this or another process).

@@ -6,6 +6,7 @@
 //! ([`crate::cluster::membership`]): it runs arbiters for the partitions the group assigns it,
 //! and asks the owners of the others over typed peer messages.
 
+mod faults;
 mod open;
 pub mod open_files;
 mod rebuild;
@@ -259,6 +260,18 @@ impl Node {
             stop,
             running,
             tasks,
+        })
+    }
+
+    /// Whether the node can take new work: an error with the reason once its log stopped
+    /// accepting appends for good (an fsync failed; a restart recovers from what is on disk).
+    pub fn health(&self) -> crate::api::Health {
+        let log = self.log.clone();
+        Arc::new(move || match log.failure() {
+            Some(reason) => Err(format!(
+                "the log stopped accepting appends after a failed fsync ({reason}); restart the node: it recovers from what is on disk"
+            )),
+            None => Ok(()),
         })
     }
 

@@ -73,6 +73,7 @@ pub fn embedded_options(config: &Config) -> Result<EmbeddedOptions, crate::log::
         EmbeddedLog::existing_partitions(&config.data_dir.join("log"))?.unwrap_or(config.partitions)
     };
     let mut options = EmbeddedOptions::new(partitions);
+    options.faults = super::faults::storage_from_env()?;
     if let Some(threads) = config.writer_threads {
         // A named count already bounds it (the config checks that): the cap only ever acts
         // without one.

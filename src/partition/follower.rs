@@ -59,11 +59,14 @@ pub enum FollowError {
         /// What the runtime said.
         reason: String,
     },
-    /// The store has applied more of the partition than the log holds: it was built from
-    /// another log.
+    /// The store has applied more of the partition than the log holds: the log lost
+    /// acknowledged events, or the store was built from another copy of it.
     #[error(
-        "partition {partition}: the projection has applied {applied} events but the log has \
-         {end}: it was built from another log; run `opledger rebuild`"
+        "partition {partition}: the projection has applied {applied} events but the log holds \
+         {end}: acknowledged events are missing from the log (its files were cut, or restored \
+         from an older copy), or the projection comes from another copy of this log. Restore \
+         the log from a backup or a replica; `opledger rebuild` rebuilds the projection from \
+         the log as it is, which makes the loss of any missing events permanent"
     )]
     AheadOfLog {
         /// Partition.

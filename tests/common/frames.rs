@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 /// Bytes of `len` + `crc`.
 const PREFIX: usize = 8;
 const SEALED: u32 = 1 << 31;
+/// Marks a commit frame (log format 3), which closes the records written before one sync.
+const COMMIT: u32 = 1 << 30;
+/// Bytes of a commit frame.
+pub const COMMIT_LEN: usize = 32;
 
 /// One frame of a segment file.
 #[derive(Clone, Debug)]
@@ -40,13 +44,17 @@ pub fn segments(log: &Path, partition: u32) -> Vec<PathBuf> {
     segs
 }
 
-/// Every frame of a segment file.
+/// Every record frame of a segment file (commit frames are stepped over).
 pub fn frames(segment: &Path) -> Vec<Frame> {
     let bytes = std::fs::read(segment).expect("reads the segment");
     let mut out = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
         let field = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        if field & COMMIT != 0 {
+            at += COMMIT_LEN;
+            continue;
+        }
         let body = (field & !SEALED) as usize;
         let offset = u64::from_le_bytes(
             bytes[at + PREFIX..at + PREFIX + 8]
@@ -62,6 +70,25 @@ pub fn frames(segment: &Path) -> Vec<Frame> {
         at += PREFIX + body;
     }
     out
+}
+
+/// Where each unit (the records one sync covered, closed by a commit frame) of a segment file
+/// starts.
+pub fn unit_starts(segment: &Path) -> Vec<usize> {
+    let bytes = std::fs::read(segment).expect("reads the segment");
+    let mut starts = vec![0];
+    let mut at = 0;
+    while at < bytes.len() {
+        let field = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        if field & COMMIT != 0 {
+            at += COMMIT_LEN;
+            starts.push(at);
+        } else {
+            at += PREFIX + (field & !SEALED) as usize;
+        }
+    }
+    starts.pop();
+    starts
 }
 
 /// Lets `edit` change the bytes of `frame` (whole frame, prefix included) and writes it back

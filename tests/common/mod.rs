@@ -193,7 +193,17 @@ impl Server {
         Self::spawn(dir, config, args)
     }
 
+    /// Starts a server on an existing config with extra environment variables (the fault
+    /// hook `OPLEDGER_FAULTS`).
+    pub fn start_existing_with_env(dir: &Path, config: &Path, env: &[(&str, &str)]) -> Self {
+        Self::spawn_env(dir, config.to_owned(), &[], env)
+    }
+
     fn spawn(dir: &Path, config: PathBuf, args: &[&str]) -> Self {
+        Self::spawn_env(dir, config, args, &[])
+    }
+
+    fn spawn_env(dir: &Path, config: PathBuf, args: &[&str], env: &[(&str, &str)]) -> Self {
         let stderr_path = dir.join(format!(
             "stderr-{}.log",
             std::time::SystemTime::now()
@@ -207,6 +217,7 @@ impl Server {
             .arg("--config")
             .arg(&config)
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()

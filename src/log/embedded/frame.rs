@@ -12,6 +12,19 @@
 //! checksum finds torn writes, the seal finds records altered after they were written.
 //! Storing the offset in every frame lets recovery verify density and lets readers detect
 //! misplaced data.
+//!
+//! Since log format 3 every write the writer makes before an `fdatasync` (a *unit*: one
+//! round's records of a partition, or part of one) ends with a **commit frame**:
+//!
+//! ```text
+//! [len u32 LE = SEALED|COMMIT|24][crc u32 LE][magic "OPLCOMIT"][first_offset u64 LE][records u32 LE][unit_bytes u32 LE]
+//! ```
+//!
+//! It is written in the same `write` as the records it closes and before their sync, and the
+//! next unit is only written after that sync succeeded. So the bytes after the last valid
+//! commit frame are the only ones a crash can leave unacknowledged, and a damaged frame with a
+//! valid commit frame anywhere after it was acknowledged: recovery tells a torn tail from
+//! damage by construction (see `recover.rs`), not by how far from the end it is.
 
 use std::io::{self, Read};
 
@@ -29,8 +42,19 @@ const UNSEALED_BODY_FIXED_LEN: usize = 8 + 8 + 32;
 pub(crate) const FRAME_OVERHEAD: usize = PREFIX_LEN + BODY_FIXED_LEN;
 /// The top bit of `len`: the frame carries a seal.
 const SEALED: u32 = 1 << 31;
-/// The longest body a frame can describe (`len` without its top bit).
-pub(crate) const BODY_LEN_MAX: usize = (SEALED - 1) as usize;
+/// The next bit of `len`: the frame is a commit frame, not a record (log format 3).
+const COMMIT: u32 = 1 << 30;
+/// The longest body a record frame can describe (`len` without its two top bits).
+pub(crate) const BODY_LEN_MAX: usize = (COMMIT - 1) as usize;
+/// What a commit frame's body starts with, so that recovery can find commit frames after a
+/// damaged frame whose length field can no longer be trusted.
+const COMMIT_MAGIC: [u8; 8] = *b"OPLCOMIT";
+/// Body of a commit frame: magic, first offset, record count, unit bytes.
+const COMMIT_BODY_LEN: usize = 8 + 8 + 4 + 4;
+/// Total encoded length of a commit frame.
+pub(crate) const COMMIT_LEN: usize = PREFIX_LEN + COMMIT_BODY_LEN;
+/// The `len` field of every commit frame.
+const COMMIT_LEN_FIELD: u32 = SEALED | COMMIT | COMMIT_BODY_LEN as u32;
 
 /// Total encoded size of a frame carrying `payload_len` payload bytes.
 pub(crate) fn encoded_len(payload_len: usize) -> usize {
@@ -66,6 +90,71 @@ pub(crate) fn encode(
     buf[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// Appends the commit frame closing a unit of `records` records from `first_offset` on,
+/// whose frames take the `unit_bytes` bytes right before it.
+pub(crate) fn encode_commit(
+    buf: &mut Vec<u8>,
+    first_offset: Offset,
+    records: u32,
+    unit_bytes: u32,
+) {
+    let start = buf.len();
+    buf.extend_from_slice(&COMMIT_LEN_FIELD.to_le_bytes());
+    buf.extend_from_slice(&[0u8; 4]);
+    buf.extend_from_slice(&COMMIT_MAGIC);
+    buf.extend_from_slice(&first_offset.to_le_bytes());
+    buf.extend_from_slice(&records.to_le_bytes());
+    buf.extend_from_slice(&unit_bytes.to_le_bytes());
+    let crc = commit_crc(&buf[start..]);
+    buf[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// CRC of a commit frame: its `len` field and body.
+fn commit_crc(frame: &[u8]) -> u32 {
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&frame[..4]);
+    crc.update(&frame[PREFIX_LEN..COMMIT_LEN]);
+    crc.finalize()
+}
+
+/// What a commit frame says of the unit it closes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CommitHeader {
+    /// Offset of the unit's first record.
+    pub first_offset: Offset,
+    /// Records in the unit.
+    pub records: u32,
+    /// Bytes of the unit's record frames (the commit frame not included).
+    pub unit_bytes: u32,
+}
+
+/// Decodes a commit frame from the first [`COMMIT_LEN`] bytes of `frame`, if they are one.
+fn decode_commit(frame: &[u8]) -> Option<CommitHeader> {
+    let frame = frame.get(..COMMIT_LEN)?;
+    let field = |at: usize, n: usize| &frame[at..at + n];
+    if field(0, 4) != COMMIT_LEN_FIELD.to_le_bytes() || field(8, 8) != COMMIT_MAGIC {
+        return None;
+    }
+    if field(4, 4) != commit_crc(frame).to_le_bytes() {
+        return None;
+    }
+    let u32_at = |at: usize| u32::from_le_bytes(field(at, 4).try_into().expect("4 bytes"));
+    Some(CommitHeader {
+        first_offset: u64::from_le_bytes(field(16, 8).try_into().expect("8 bytes")),
+        records: u32_at(24),
+        unit_bytes: u32_at(28),
+    })
+}
+
+/// The position and contents of the first valid commit frame that starts anywhere in
+/// `bytes` (at any byte, not only at a frame boundary): after a damaged frame, whether one
+/// follows decides whether the damage was acknowledged.
+pub(crate) fn find_commit(bytes: &[u8]) -> Option<(usize, CommitHeader)> {
+    memchr::memmem::find_iter(bytes, &COMMIT_MAGIC)
+        .filter_map(|magic| magic.checked_sub(PREFIX_LEN))
+        .find_map(|start| decode_commit(&bytes[start..]).map(|h| (start, h)))
+}
+
 /// Header fields of a decoded frame; the payload stays in the caller's body buffer at
 /// `body[payload_start..]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +177,8 @@ pub(crate) enum FrameRead {
     End,
     /// A complete frame with a valid CRC.
     Frame(FrameHeader),
+    /// A valid commit frame (its length is [`COMMIT_LEN`]).
+    Commit(CommitHeader),
     /// The bytes at this position are not a valid frame (torn or corrupt).
     Bad(String),
 }
@@ -113,6 +204,9 @@ pub(crate) fn read_frame<R: Read>(
     reader.read_exact(&mut prefix)?;
     let len_field = u32::from_le_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
     let crc = u32::from_le_bytes([prefix[4], prefix[5], prefix[6], prefix[7]]);
+    if len_field & COMMIT != 0 {
+        return read_commit(reader, remaining, prefix);
+    }
     let sealed = len_field & SEALED != 0;
     let body_len = len_field & !SEALED;
     let fixed = if sealed {
@@ -167,6 +261,32 @@ pub(crate) fn read_frame<R: Read>(
     }))
 }
 
+/// The rest of a frame whose `len` field marks it as a commit frame.
+fn read_commit<R: Read>(
+    reader: &mut R,
+    remaining: u64,
+    prefix: [u8; PREFIX_LEN],
+) -> io::Result<FrameRead> {
+    if prefix[..4] != COMMIT_LEN_FIELD.to_le_bytes() {
+        return Ok(FrameRead::Bad(format!(
+            "length field {:#010x} is neither a record nor a commit frame",
+            u32::from_le_bytes([prefix[0], prefix[1], prefix[2], prefix[3]])
+        )));
+    }
+    if remaining < COMMIT_LEN as u64 {
+        return Ok(FrameRead::Bad(format!(
+            "short commit frame: {remaining} bytes left, need {COMMIT_LEN}"
+        )));
+    }
+    let mut frame = [0u8; COMMIT_LEN];
+    frame[..PREFIX_LEN].copy_from_slice(&prefix);
+    reader.read_exact(&mut frame[PREFIX_LEN..])?;
+    Ok(match decode_commit(&frame) {
+        Some(h) => FrameRead::Commit(h),
+        None => FrameRead::Bad("commit frame fails its crc or magic".into()),
+    })
+}
+
 /// Appends one frame as log format 1 wrote it (no seal), for tests of logs written before
 /// format 2.
 #[cfg(test)]
@@ -216,6 +336,37 @@ mod tests {
                 assert_eq!(&body[h.payload_start..], b"hello");
             }
             other => panic!("expected frame, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_commit_frame_roundtrips_and_is_found_anywhere() {
+        let mut buf = Vec::new();
+        encode_commit(&mut buf, 41, 3, 999);
+        assert_eq!(buf.len(), COMMIT_LEN);
+        let want = CommitHeader {
+            first_offset: 41,
+            records: 3,
+            unit_bytes: 999,
+        };
+        assert!(matches!(decode_one(&buf).0, FrameRead::Commit(h) if h == want));
+        let mut hay = vec![0xaa; 13];
+        hay.extend_from_slice(&COMMIT_MAGIC); // a stray magic without a frame
+        hay.extend_from_slice(&buf);
+        hay.extend_from_slice(&[7; 5]);
+        assert_eq!(find_commit(&hay), Some((21, want)));
+        for i in 0..buf.len() {
+            let mut bad = buf.clone();
+            bad[i] ^= 0x10;
+            assert!(
+                matches!(decode_one(&bad).0, FrameRead::Bad(_)),
+                "flip at {i} not detected"
+            );
+            assert_eq!(find_commit(&bad), None, "flip at {i} still found");
+        }
+        for cut in 1..buf.len() {
+            assert!(matches!(decode_one(&buf[..cut]).0, FrameRead::Bad(_)));
+            assert_eq!(find_commit(&buf[..cut]), None);
         }
     }
 

@@ -6,11 +6,15 @@
 //! partitions = 8
 //! log_id = 1b4e28ba-2fa1-41d2-883f-0016d3cca427
 //! sealed_from = 0,17,5,0,0,2,9,0        (only in a log upgraded from format 1)
+//! committed_from = 4,17,5,0,0,2,9,1     (only in a log upgraded from format 1 or 2)
 //! ```
 //!
 //! `sealed_from` lists, per partition, the offset from which every frame is sealed: the
 //! partition's end when a log of format 1 was upgraded. Without it (a log created at format 2)
 //! every frame is sealed. An unsealed frame at or past it was put there after it was written.
+//! `committed_from` does the same for commit frames (format 3, see `frame.rs`): records from
+//! it on are written in units each closed by a commit frame; the records before it were all
+//! verified whole by the open that upgraded the log.
 //!
 //! Written once, on first open, via temp file + fsync + rename + directory fsync so that a
 //! crash leaves either no meta file or a complete one.
@@ -27,11 +31,11 @@ use crate::log::model::LogError;
 pub(crate) const META_FILE: &str = "log.meta";
 const META_TMP_FILE: &str = "log.meta.tmp";
 const MAGIC: &str = "opledger-embedded-log";
-/// Current on-disk format version: 2 seals every frame (see `frame.rs`). A log of format 1
-/// is read as it is and moved to format 2 when opened for writing, before its first sealed
-/// frame, so that a build that knows only format 1 refuses it rather than misread a sealed
-/// frame as a torn tail.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+/// Current on-disk format version: 2 seals every frame, 3 closes every unit written before
+/// an fsync with a commit frame (see `frame.rs`). An older log is read as it is and moved to
+/// the current format when opened for writing, before its first frame of the new kind, so
+/// that an older build refuses it rather than misread the new frames as a torn tail.
+pub(crate) const FORMAT_VERSION: u32 = 3;
 /// The oldest format this build reads.
 const FORMAT_VERSION_MIN: u32 = 1;
 
@@ -43,6 +47,9 @@ pub(crate) struct Meta {
     pub log_id: Uuid,
     /// Per partition, the offset from which every frame is sealed (empty: from 0).
     pub sealed_from: Vec<u64>,
+    /// Per partition, the offset from which records are written in committed units (empty:
+    /// from 0).
+    pub committed_from: Vec<u64>,
 }
 
 impl Meta {
@@ -53,6 +60,18 @@ impl Meta {
             return u64::MAX;
         }
         self.sealed_from
+            .get(partition as usize)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The offset from which the records of `partition` are written in units closed by
+    /// commit frames (`u64::MAX` in a log of format 1 or 2, which has none).
+    pub fn committed_from(&self, partition: u32) -> u64 {
+        if self.format_version < 3 {
+            return u64::MAX;
+        }
+        self.committed_from
             .get(partition as usize)
             .copied()
             .unwrap_or(0)
@@ -92,6 +111,7 @@ fn parse_meta(text: &str) -> Result<Meta, String> {
     }
     let (mut version, mut partitions, mut log_id) = (None, None, None);
     let mut sealed_from = Vec::new();
+    let mut committed_from = Vec::new();
     for line in lines {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -112,13 +132,8 @@ fn parse_meta(text: &str) -> Result<Meta, String> {
                 partitions = Some(v.parse::<u32>().map_err(|e| format!("partitions: {e}"))?)
             }
             "log_id" => log_id = Some(Uuid::parse_str(v).map_err(|e| format!("log_id: {e}"))?),
-            "sealed_from" => {
-                sealed_from = v
-                    .split(',')
-                    .map(|o| o.trim().parse::<u64>())
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| format!("sealed_from: {e}"))?
-            }
+            "sealed_from" => sealed_from = offsets(k, v)?,
+            "committed_from" => committed_from = offsets(k, v)?,
             // Unknown keys are rejected rather than ignored: they would come from a newer
             // format this code does not understand.
             other => return Err(format!("unknown key `{other}`")),
@@ -131,18 +146,33 @@ fn parse_meta(text: &str) -> Result<Meta, String> {
         ));
     }
     let partitions = partitions.ok_or("missing partitions")?;
-    if !sealed_from.is_empty() && sealed_from.len() != partitions as usize {
-        return Err(format!(
-            "sealed_from lists {} partitions, the log has {partitions}",
-            sealed_from.len()
-        ));
+    for (name, list) in [
+        ("sealed_from", &sealed_from),
+        ("committed_from", &committed_from),
+    ] {
+        if !list.is_empty() && list.len() != partitions as usize {
+            return Err(format!(
+                "{name} lists {} partitions, the log has {partitions}",
+                list.len()
+            ));
+        }
     }
     Ok(Meta {
         format_version,
         partitions,
         log_id: log_id.ok_or("missing log_id")?,
         sealed_from,
+        committed_from,
     })
+}
+
+/// A comma-separated list of offsets, one per partition.
+fn offsets(key: &str, value: &str) -> Result<Vec<u64>, String> {
+    value
+        .split(',')
+        .map(|o| o.trim().parse::<u64>())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{key}: {e}"))
 }
 
 fn render_meta(meta: &Meta) -> String {
@@ -152,9 +182,14 @@ fn render_meta(meta: &Meta) -> String {
         meta.partitions,
         meta.log_id.hyphenated()
     );
-    if !meta.sealed_from.is_empty() {
-        let offsets: Vec<String> = meta.sealed_from.iter().map(u64::to_string).collect();
-        text += &format!("sealed_from = {}\n", offsets.join(","));
+    for (name, list) in [
+        ("sealed_from", &meta.sealed_from),
+        ("committed_from", &meta.committed_from),
+    ] {
+        if !list.is_empty() {
+            let offsets: Vec<String> = list.iter().map(u64::to_string).collect();
+            text += &format!("{name} = {}\n", offsets.join(","));
+        }
     }
     text
 }
@@ -189,14 +224,15 @@ mod tests {
             partitions: 12,
             log_id: Uuid::new_v4(),
             sealed_from: Vec::new(),
+            committed_from: Vec::new(),
         };
         assert_eq!(parse_meta(&render_meta(&meta)), Ok(meta.clone()));
         assert!(parse_meta("garbage").is_err());
-        let older = render_meta(&meta).replace("format_version = 2", "format_version = 1");
+        let older = render_meta(&meta).replace("format_version = 3", "format_version = 1");
         assert_eq!(parse_meta(&older).map(|m| m.format_version), Ok(1));
-        let newer = render_meta(&meta).replace("format_version = 2", "format_version = 3");
+        let newer = render_meta(&meta).replace("format_version = 3", "format_version = 4");
         assert!(parse_meta(&newer).is_err());
-        let ancient = render_meta(&meta).replace("format_version = 2", "format_version = 0");
+        let ancient = render_meta(&meta).replace("format_version = 3", "format_version = 0");
         assert!(parse_meta(&ancient).is_err());
         assert_eq!(
             meta.sealed_from(3),
@@ -208,11 +244,27 @@ mod tests {
         assert_eq!(meta.sealed_from(3), 3);
         let short = render_meta(&meta).replace(",11", "");
         assert!(parse_meta(&short).is_err(), "one offset per partition");
+        assert_eq!(
+            meta.committed_from(3),
+            0,
+            "a log created at 3 commits from 0"
+        );
+        meta.committed_from = (10..22).collect();
+        assert_eq!(parse_meta(&render_meta(&meta)), Ok(meta.clone()));
+        assert_eq!(meta.committed_from(3), 13);
+        let short = render_meta(&meta).replace(",21", "");
+        assert!(parse_meta(&short).is_err(), "one offset per partition");
+        let two = Meta {
+            format_version: 2,
+            ..meta.clone()
+        };
+        assert_eq!(two.committed_from(3), u64::MAX, "format 2 has no commits");
         let old = Meta {
             format_version: 1,
             ..meta.clone()
         };
         assert_eq!(old.sealed_from(3), u64::MAX, "format 1 has no seals");
+        assert_eq!(old.committed_from(3), u64::MAX);
         let missing = render_meta(&meta).replace("partitions = 12\n", "");
         assert!(parse_meta(&missing).is_err());
     }

@@ -25,17 +25,23 @@
 //! partition's last segment — partitions side by side, one thread per core (`open.rs`).
 
 mod cache;
+mod clean;
+mod faults;
 mod frame;
 mod index;
+mod lock;
 mod meta;
 mod open;
 mod options;
 mod partition;
 mod partition_writer;
+mod recover;
 mod sealing;
 mod segment;
+mod tail;
 mod writer;
 
+pub use self::faults::StorageFaults;
 pub use self::options::EmbeddedOptions;
 
 use std::fmt;
@@ -51,7 +57,7 @@ use uuid::Uuid;
 use crate::log::model::{Appended, EventLog, LogError, LogRecord, NewRecord, Offset};
 
 use self::partition::PartitionShared;
-use self::writer::Request;
+use self::writer::{Failure, Request};
 
 /// A writer thread and the sending side of its queue.
 struct WriterHandle {
@@ -78,8 +84,28 @@ pub struct EmbeddedLog {
     closing: AtomicBool,
     /// Held (locked) for the lifetime of the log; released when dropped. `None` when read-only.
     _lock: Option<File>,
-    /// Per partition, bytes a read-only snapshot left unread after the last whole record.
+    /// Per partition, bytes a read-only snapshot left unread after the last committed unit.
     unread_tails: Vec<u64>,
+    /// Whether a node was writing the log when it was opened read-only.
+    writer_state: WriterState,
+    /// Set for good once an fsync failed.
+    failure: Arc<Failure>,
+}
+
+/// Whether the log was being written when it was opened (see
+/// [`EmbeddedLog::open_read_only`]): what a snapshot's unread bytes can mean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriterState {
+    /// A node holds the log (or this is the log opened for writing): unread bytes are a unit
+    /// it is still writing.
+    Running,
+    /// No node holds it, and the last one closed it cleanly: every byte was acknowledged,
+    /// and any damage would have failed the open.
+    StoppedCleanly,
+    /// No node holds it, and the last one did not close it cleanly (a crash, `kill -9`, an
+    /// older build): unread bytes are a torn unit never acknowledged, which the next start
+    /// cuts.
+    StoppedUncleanly,
 }
 
 impl fmt::Debug for EmbeddedLog {
@@ -100,11 +126,23 @@ impl EmbeddedLog {
         self.log_id
     }
 
-    /// Per partition, the bytes after its last whole record that this read-only snapshot did
-    /// not read: a batch a running node is still writing, a torn tail from a crash (the next
-    /// start cuts it), or damage. Always 0 for a log opened for writing (it cuts torn tails).
+    /// Per partition, the bytes after its last committed unit that this read-only snapshot
+    /// did not read: a unit a running node is still writing, or a torn unit a crash left (the
+    /// next start cuts it); damage fails the open instead. Always 0 for a log opened for
+    /// writing (it cuts torn tails).
     pub fn unread_tails(&self) -> &[u64] {
         &self.unread_tails
+    }
+
+    /// Whether a node was writing the log when this snapshot was taken, and if not, whether
+    /// the last one closed it cleanly.
+    pub fn writer_state(&self) -> WriterState {
+        self.writer_state
+    }
+
+    /// Why the log stopped accepting appends for good (an fsync failed), if it did.
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.reason()
     }
 
     /// Directory the log lives in.
@@ -136,11 +174,13 @@ impl EmbeddedLog {
         }
         let threads = self.writers.len();
         let mut result = Ok(());
+        let mut joined = false;
         for (w, handle) in self.writers.iter_mut().enumerate() {
-            if let Some(t) = handle.thread.take()
-                && t.join().is_err()
-                && result.is_ok()
-            {
+            let Some(t) = handle.thread.take() else {
+                continue;
+            };
+            joined = true;
+            if t.join().is_err() && result.is_ok() {
                 // Thread `w` owns partition `w` (its lowest) and every `threads`-th after it.
                 result = Err(LogError::Poisoned {
                     partition: w as u32,
@@ -150,7 +190,34 @@ impl EmbeddedLog {
                 });
             }
         }
+        if joined && result.is_ok() {
+            result = self.mark_clean();
+        }
         result
+    }
+
+    /// Leaves the mark of a clean close, once every writer thread has stopped: every byte is
+    /// synced. Not after a failure: then nothing says the files hold what was acknowledged.
+    fn mark_clean(&self) -> Result<(), LogError> {
+        if self.failure.reason().is_some() {
+            return Ok(());
+        }
+        let mut ends = Vec::with_capacity(self.partitions.len());
+        for p in &self.partitions {
+            if p.poisoned() {
+                return Ok(());
+            }
+            let last = p.last_segment();
+            let len = std::fs::metadata(&last.path)
+                .map_err(meta::io_err(format!("inspecting {}", last.path.display())))?
+                .len();
+            ends.push(clean::CleanEnd {
+                segment_base: last.base,
+                segment_len: len,
+                next_offset: p.end(),
+            });
+        }
+        clean::write(&self.dir, self.log_id, &ends)
     }
 
     fn shared(&self, partition: u32) -> Result<&Arc<PartitionShared>, LogError> {
@@ -188,6 +255,9 @@ impl EventLog for EmbeddedLog {
         records: Vec<NewRecord>,
     ) -> Result<Vec<Appended>, LogError> {
         self.shared(partition)?;
+        if let Some(err) = self.failure.error() {
+            return Err(err);
+        }
         if self.closing.load(Ordering::SeqCst) {
             return Err(LogError::Closed);
         }

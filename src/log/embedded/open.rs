@@ -1,7 +1,7 @@
 //! Opening the log: the directory lock, creating a new log, recovering every partition and
 //! starting the writer threads, or a read-only snapshot without any of that.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -11,16 +11,16 @@ use uuid::Uuid;
 
 use crate::log::model::LogError;
 
+use super::clean::{self, CleanEnd};
+use super::lock::{acquire_lock, writer_now};
 use super::meta::{self, Meta, io_err};
 use super::options::{EmbeddedOptions, writer_config};
 use super::partition::PartitionShared;
 use super::partition_writer::{PartitionWriter, WriterStart};
+use super::recover::{self, Recovered, ScanRules};
 use super::segment;
-use super::writer::Writer;
-use super::{EmbeddedLog, WriterHandle};
-
-/// Name of the advisory lock file inside the log directory.
-const LOCK_FILE: &str = "log.lock";
+use super::writer::{Failure, Writer};
+use super::{EmbeddedLog, WriterHandle, WriterState};
 
 impl EmbeddedLog {
     /// The partition count of the log in `dir`, if there is one (from its meta file).
@@ -49,11 +49,15 @@ impl EmbeddedLog {
             None => initialize(dir, options.partitions)?,
         };
 
-        let recovered = recover_all(dir, &meta, &options, true)?;
+        let clean = clean::read(dir, meta.log_id, meta.partitions)?;
+        let recovered = recover_all(dir, &meta, &options, true, clean.as_deref())?;
 
-        // Every partition verified: only now may the first sealed frame follow older ones.
+        // Every partition verified: only now may the first frame of the current format follow
+        // older ones.
         let ends: Vec<u64> = recovered.iter().map(|(_, r)| r.next_offset).collect();
         let meta = upgrade(dir, meta, ends)?;
+        // From the first append on, the ends the mark records no longer hold.
+        clean::forget(dir)?;
         let threads = options.writer_threads as usize;
         let mut partitions = Vec::with_capacity(recovered.len());
         // Partition writers per thread; partitions are visited in ascending order, so thread
@@ -75,6 +79,7 @@ impl EmbeddedLog {
                 next_offset: rec.next_offset,
                 last_timestamp_ms: rec.last_timestamp_ms,
                 head: rec.head,
+                faults: options.faults.clone(),
             };
             let shared = Arc::new(PartitionShared::new(
                 p,
@@ -86,10 +91,17 @@ impl EmbeddedLog {
             partitions.push(shared);
         }
 
+        let failure = Arc::new(Failure::default());
         let mut writers = Vec::with_capacity(threads);
         for (w, owned) in owned.into_iter().enumerate() {
             let (tx, rx) = mpsc::channel(options.queue_depth);
-            let writer = Writer::new(rx, writer_config(&options), owned, options.writer_threads);
+            let writer = Writer::new(
+                rx,
+                writer_config(&options),
+                owned,
+                options.writer_threads,
+                failure.clone(),
+            );
             // If spawning fails, handles created so far are dropped: their senders close and
             // those threads exit on their own.
             let thread = std::thread::Builder::new()
@@ -112,22 +124,35 @@ impl EmbeddedLog {
             closing: AtomicBool::new(false),
             _lock: Some(lock),
             unread_tails: vec![0; options.partitions as usize],
+            writer_state: WriterState::Running,
+            failure,
         })
     }
 
     /// Opens an existing log for reading only: a snapshot of what is durable now, for audits.
-    /// Takes no lock, repairs nothing and starts no writer, so it can read a log that a running
-    /// server is appending to; a frame that server is still writing ends the snapshot.
-    /// Appends fail with [`LogError::Closed`].
+    /// Holds no lock, repairs nothing and starts no writer, so it can read a log that a running
+    /// server is appending to; the unit that server is still writing ends the snapshot.
+    /// [`writer_state`](EmbeddedLog::writer_state) says whether one was. Appends fail with
+    /// [`LogError::Closed`].
     pub fn open_read_only(dir: &Path) -> Result<EmbeddedLog, LogError> {
         let meta = meta::read_meta(dir)?.ok_or_else(|| LogError::InvalidMeta {
             path: dir.join("log.meta"),
             reason: "no log here (log.meta is missing)".into(),
         })?;
         let defaults = EmbeddedOptions::new(meta.partitions);
+        let (mut state, clean) = writer_now(dir, &meta)?;
+        let recovered = match recover_all(dir, &meta, &defaults, false, clean.as_deref()) {
+            // A node that started meanwhile removed the mark before its first append: then
+            // the mark no longer describes the files, and this is a running node's log.
+            Err(_) if clean.is_some() && !dir.join(clean::CLEAN_FILE).exists() => {
+                state = WriterState::Running;
+                recover_all(dir, &meta, &defaults, false, None)?
+            }
+            other => other?,
+        };
         let mut partitions = Vec::with_capacity(meta.partitions as usize);
         let mut unread_tails = Vec::with_capacity(meta.partitions as usize);
-        for (p, (_, mut rec)) in (0..).zip(recover_all(dir, &meta, &defaults, false)?) {
+        for (p, (_, mut rec)) in (0..).zip(recovered) {
             unread_tails.push(rec.unread_tail);
             let shared = Arc::new(PartitionShared::new(p, &mut rec, 0, 0));
             shared.close();
@@ -142,6 +167,8 @@ impl EmbeddedLog {
             closing: AtomicBool::new(true),
             _lock: None,
             unread_tails,
+            writer_state: state,
+            failure: Arc::default(),
         })
     }
 }
@@ -157,9 +184,10 @@ fn recover_all(
     meta: &Meta,
     options: &EmbeddedOptions,
     repair: bool,
-) -> Result<Vec<(PathBuf, segment::Recovered)>, LogError> {
+    clean: Option<&[CleanEnd]>,
+) -> Result<Vec<(PathBuf, Recovered)>, LogError> {
     let lowest_failed = AtomicU32::new(u32::MAX);
-    let recover = |p: u32| -> Option<Result<(PathBuf, segment::Recovered), LogError>> {
+    let recover = |p: u32| -> Option<Result<(PathBuf, Recovered), LogError>> {
         if lowest_failed.load(Ordering::Acquire) < p {
             return None;
         }
@@ -172,14 +200,15 @@ fn recover_all(
                 reason: "partition directory is missing".into(),
             })
         } else {
-            segment::recover_partition(
-                p,
-                &pdir,
-                options.index_interval_records,
-                options.torn_bytes_max(),
+            let rules = ScanRules {
+                index_interval: options.index_interval_records,
                 repair,
-                meta.sealed_from(p),
-            )
+                sealed_from: meta.sealed_from(p),
+                committed_from: meta.committed_from(p),
+                legacy_torn_bytes_max: options.torn_bytes_max(),
+                clean: clean.and_then(|c| c.get(p as usize).copied()),
+            };
+            recover::recover_partition(p, &pdir, rules)
         };
         if result.is_err() {
             lowest_failed.fetch_min(p, Ordering::AcqRel);
@@ -234,38 +263,6 @@ fn recover_all(
     Ok(recovered)
 }
 
-/// How long an open waits for the directory's lock before it answers `Locked`.
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Takes the directory's advisory lock so two instances never write the same files. A lock
-/// that is held is tried again for [`LOCK_WAIT`]: the lock lives as long as any copy of its
-/// descriptor, and a process that forks (to start any child) while it holds the log open
-/// lends the child a copy until the child's `exec` closes it, so a close followed at once by
-/// an open, in this process or another, can find it held for that moment. A running instance
-/// keeps it, and is reported once the wait is over.
-fn acquire_lock(dir: &Path) -> Result<File, LogError> {
-    let path = dir.join(LOCK_FILE);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(io_err(format!("opening {}", path.display())))?;
-    let deadline = std::time::Instant::now() + LOCK_WAIT;
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(file),
-            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Err(fs::TryLockError::WouldBlock) => return Err(LogError::Locked { path }),
-            Err(fs::TryLockError::Error(e)) => {
-                return Err(io_err(format!("locking {}", path.display()))(e));
-            }
-        }
-    }
-}
-
 /// Creates a new log: partition directories first, then `log.meta` last, so that a log
 /// with a meta file always has all its partition directories.
 fn initialize(dir: &Path, partitions: u32) -> Result<Meta, LogError> {
@@ -279,6 +276,7 @@ fn initialize(dir: &Path, partitions: u32) -> Result<Meta, LogError> {
         partitions,
         log_id: Uuid::new_v4(),
         sealed_from: Vec::new(),
+        committed_from: Vec::new(),
     };
     // write_meta fsyncs `dir`, which also makes the partition directory entries durable.
     meta::write_meta(dir, &meta)?;
@@ -286,18 +284,25 @@ fn initialize(dir: &Path, partitions: u32) -> Result<Meta, LogError> {
 }
 
 /// Moves a log of an older format to the current one: frames already written stay as they
-/// are, every frame from each partition's end (`ends`) on is sealed, and the meta says so.
+/// are; from each partition's end (`ends`) on, every frame is sealed (from format 1) and
+/// every unit closed by a commit frame (from 1 or 2), and the meta says so.
 fn upgrade(dir: &Path, meta: Meta, ends: Vec<u64>) -> Result<Meta, LogError> {
     if meta.format_version == meta::FORMAT_VERSION {
         return Ok(meta);
     }
+    let sealed_from = if meta.format_version < 2 {
+        ends.clone()
+    } else {
+        meta.sealed_from.clone()
+    };
     let upgraded = Meta {
         format_version: meta::FORMAT_VERSION,
-        sealed_from: ends,
+        sealed_from,
+        committed_from: ends,
         ..meta.clone()
     };
     meta::write_meta(dir, &upgraded)?;
-    tracing::info!(dir = %dir.display(), from = meta.format_version, to = upgraded.format_version, "log format upgraded: records from now on are sealed into the hash chain; older ones are covered by the chain but carry no seal of their own");
+    tracing::info!(dir = %dir.display(), from = meta.format_version, to = upgraded.format_version, "log format upgraded: records from now on are sealed into the hash chain and written in units closed by commit frames; older ones stay as they were");
     Ok(upgraded)
 }
 

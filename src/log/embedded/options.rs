@@ -4,12 +4,18 @@ use std::fmt;
 
 use crate::clock::{SharedClock, SystemClock};
 use crate::log::model::LogError;
+use std::sync::Arc;
+
+use super::faults::StorageFaults;
 
 use super::frame;
 use super::writer::WriterConfig;
 
 /// Upper bound on the partition count (directory names stay short).
 const PARTITIONS_MAX: u32 = 4096;
+/// Upper bound on `batch_bytes_max`: a unit (one batch, or one record if larger) must fit
+/// the 32-bit byte count of its commit frame.
+const BATCH_BYTES_MAX: usize = 1 << 30;
 
 /// Options of the embedded log. Start from [`EmbeddedOptions::new`] and override fields.
 #[derive(Clone)]
@@ -46,6 +52,8 @@ pub struct EmbeddedOptions {
     /// that goes back (the system clock stepped back across a restart) never makes a
     /// timestamp go back: a partition's next timestamp is at least its last.
     pub clock: SharedClock,
+    /// Storage faults to inject (tests of a failing disk); `None`, the default, injects none.
+    pub faults: Option<Arc<StorageFaults>>,
 }
 
 impl EmbeddedOptions {
@@ -63,6 +71,7 @@ impl EmbeddedOptions {
             queue_depth: 1024,
             writer_threads: default_writer_threads(partitions),
             clock: SystemClock::shared(),
+            faults: None,
         }
     }
 
@@ -96,6 +105,13 @@ impl EmbeddedOptions {
                 self.record_bytes_max
             ));
         }
+        // A unit's byte count is stored in 32 bits of its commit frame.
+        if self.batch_bytes_max > BATCH_BYTES_MAX {
+            return bad(format!(
+                "batch_bytes_max must be at most {BATCH_BYTES_MAX}, got {}",
+                self.batch_bytes_max
+            ));
+        }
         for (name, v) in [
             ("segment_bytes_max", self.segment_bytes_max),
             ("batch_records_max", self.batch_records_max as u64),
@@ -124,6 +140,7 @@ impl fmt::Debug for EmbeddedOptions {
             .field("index_interval_records", &self.index_interval_records)
             .field("queue_depth", &self.queue_depth)
             .field("writer_threads", &self.writer_threads)
+            .field("faults", &self.faults)
             .finish_non_exhaustive()
     }
 }

@@ -10,7 +10,8 @@ use tokio::sync::watch;
 
 use crate::log::embedded::cache::TailCache;
 use crate::log::embedded::index::{IndexEntry, SparseIndex};
-use crate::log::embedded::segment::{self, Recovered, SegmentRef};
+use crate::log::embedded::recover::Recovered;
+use crate::log::embedded::segment::{self, SegmentRef};
 use crate::log::model::{LogError, LogRecord, Offset};
 
 /// What `wait_beyond` waiters watch.
@@ -111,6 +112,20 @@ impl PartitionShared {
     /// Marks the partition as failed; wakes waiters.
     pub fn poison(&self, reason: String) {
         self.durable.send_modify(|s| s.poisoned = Some(reason));
+    }
+
+    /// Whether a failed write or sync stopped the partition.
+    pub fn poisoned(&self) -> bool {
+        self.durable.borrow().poisoned.is_some()
+    }
+
+    /// The segment appends go to.
+    pub fn last_segment(&self) -> SegmentRef {
+        let st = self.lock();
+        st.segments
+            .last()
+            .cloned()
+            .expect("a partition always has a segment")
     }
 
     /// Marks the log as shutting down; wakes waiters.

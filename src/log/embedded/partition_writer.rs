@@ -6,10 +6,16 @@
 //! round is done — [`publish`](PartitionWriter::publish). Offsets and timestamps advance on
 //! publish only, so nothing unsynced is ever counted as appended.
 //!
-//! The writer never leaves more than `batch_bytes_max` bytes (or one frame, if larger) of a
-//! partition unsynced: a round's share that grows beyond that is synced part way. That keeps
-//! the torn tail a crash can leave within `torn_bytes_max` (see `mod.rs`), however large a
-//! single `append` call is and however many partitions share a round.
+//! Every write before a sync is a *unit* closed by a commit frame (`frame.rs`): what a crash
+//! can leave unacknowledged is only ever the bytes after the last commit frame, which is how
+//! recovery tells a torn tail from damage (`recover.rs`). The writer never leaves more than
+//! `batch_bytes_max` bytes (or one frame, if larger) of a partition unsynced: a round's share
+//! that grows beyond that is synced part way.
+//!
+//! A full disk is not a failure of the data written so far: a write that fails with ENOSPC is
+//! cut back to where the round started and answered as [`LogError::NoSpace`], and the next
+//! round tries again. A failed sync is: the kernel may have dropped the pages it could not
+//! write, so it stops the whole log ([`LogError::Failed`], see `writer.rs`).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -17,6 +23,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::log::chain::{self, Chain, Head};
+use crate::log::embedded::faults::StorageFaults;
 use crate::log::embedded::frame;
 use crate::log::embedded::index::IndexEntry;
 use crate::log::embedded::meta::io_err;
@@ -34,6 +41,8 @@ pub(crate) struct WriterStart {
     pub last_timestamp_ms: u64,
     /// The chain over every record so far.
     pub head: Head,
+    /// Storage faults to inject, if any.
+    pub faults: Option<Arc<StorageFaults>>,
 }
 
 /// Frames written (but maybe not yet synced) and not yet published.
@@ -60,6 +69,7 @@ pub(crate) struct PartitionWriter {
     chain: Chain,
     /// Set after a failed write or sync; the partition then refuses every append.
     poisoned: Option<String>,
+    faults: Option<Arc<StorageFaults>>,
 }
 
 impl PartitionWriter {
@@ -82,6 +92,7 @@ impl PartitionWriter {
             last_timestamp_ms: start.last_timestamp_ms,
             chain: Chain::resume(start.head),
             poisoned: None,
+            faults: start.faults,
         })
     }
 
@@ -114,6 +125,20 @@ impl PartitionWriter {
         cfg: &WriterConfig,
         buf: &mut Vec<u8>,
     ) -> Result<Written, LogError> {
+        let round_start = (self.segment_base, self.segment_len);
+        self.write_round(requests, now_ms, cfg, buf)
+            .map_err(|err| self.cut_back(err, round_start))
+    }
+
+    /// The body of [`write`](Self::write): frames every record, writing (and syncing) a unit
+    /// whenever a segment rolls or the unsynced bound is reached, and the last unit at the end.
+    fn write_round(
+        &mut self,
+        requests: &[Request],
+        now_ms: u64,
+        cfg: &WriterConfig,
+        buf: &mut Vec<u8>,
+    ) -> Result<Written, LogError> {
         // One timestamp per round, never below the previous one even if the clock jumps back.
         let ts = self.last_timestamp_ms.max(now_ms);
         let partition = self.partition();
@@ -121,21 +146,26 @@ impl PartitionWriter {
         let mut acks = Vec::with_capacity(requests.len());
         let mut offset = self.next_offset;
         let mut chain = self.chain;
+        let mut unit_first = offset;
         buf.clear();
         for req in requests {
             let mut ack = Vec::with_capacity(req.records.len());
             for rec in &req.records {
                 let frame_len = frame::encoded_len(rec.payload.len());
                 let pending = self.segment_len + buf.len() as u64;
-                if pending > 0 && pending + frame_len as u64 > cfg.segment_bytes_max {
+                // The record and the commit frame closing its unit must fit the segment.
+                let needs = (frame_len + frame::COMMIT_LEN) as u64;
+                if pending > 0 && pending + needs > cfg.segment_bytes_max {
                     // Records never straddle segments: finish this one and start the next.
-                    self.write_out(buf)?;
+                    self.write_unit(buf, unit_first, offset)?;
                     self.sync()?;
                     self.roll(offset, &mut commit)?;
+                    unit_first = offset;
                 } else if !buf.is_empty() && buf.len() + frame_len > cfg.batch_bytes_max {
-                    // Keep the unsynced tail within one batch (the torn-tail bound).
-                    self.write_out(buf)?;
+                    // Keep the unsynced tail within one batch.
+                    self.write_unit(buf, unit_first, offset)?;
                     self.sync()?;
+                    unit_first = offset;
                 }
                 let position = self.segment_len + buf.len() as u64;
                 if position == 0 || offset.is_multiple_of(cfg.index_interval) {
@@ -164,7 +194,7 @@ impl PartitionWriter {
             }
             acks.push(ack);
         }
-        self.write_out(buf)?;
+        self.write_unit(buf, unit_first, offset)?;
         commit.end = offset;
         Ok(Written {
             acks,
@@ -174,12 +204,43 @@ impl PartitionWriter {
         })
     }
 
-    /// Makes everything written so far durable (`fdatasync` of the current segment).
+    /// After a failed write of a round: a full disk cuts the segment back to where the round
+    /// started (nothing of the round was published, so the files then match what readers and
+    /// the next round expect) and answers [`LogError::NoSpace`]; anything else is returned as
+    /// it is, for the caller to poison the partition.
+    fn cut_back(&mut self, err: LogError, (base, len): (Offset, u64)) -> LogError {
+        let full = matches!(&err, LogError::Io { source, .. }
+            if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)));
+        if !full || self.segment_base != base {
+            // A round that rolled its segment is not cut back across files (a failure then
+            // poisons the partition, as any other write failure does).
+            return err;
+        }
+        match self.file.set_len(len) {
+            Ok(()) => {
+                self.segment_len = len;
+                LogError::NoSpace {
+                    context: err.to_string(),
+                }
+            }
+            Err(e) => io_err(format!(
+                "cutting {} back after a full disk",
+                self.segment_path().display()
+            ))(e),
+        }
+    }
+
+    /// Makes everything written so far durable (`fdatasync` of the current segment). A failure
+    /// is [`LogError::Failed`]: what the sync covered may be lost whatever later syncs say.
     pub fn sync(&mut self) -> Result<(), LogError> {
         // The context is formatted only on failure: this runs every round.
-        self.file
-            .sync_data()
-            .map_err(|e| io_err(format!("syncing {}", self.segment_path().display()))(e))
+        let synced = match &self.faults {
+            Some(faults) => faults.before_sync().and_then(|()| self.file.sync_data()),
+            None => self.file.sync_data(),
+        };
+        synced.map_err(|e| LogError::Failed {
+            reason: format!("syncing {}: {e}", self.segment_path().display()),
+        })
     }
 
     /// Publishes synced frames to readers and waiters and returns their acknowledgements.
@@ -196,11 +257,20 @@ impl PartitionWriter {
         self.dir.join(segment::segment_file_name(self.segment_base))
     }
 
-    /// Writes the buffered frames to the current segment with one write.
-    fn write_out(&mut self, buf: &mut Vec<u8>) -> Result<(), LogError> {
+    /// Closes the buffered frames (records `first..end`) with their commit frame and writes
+    /// them to the current segment with one write.
+    fn write_unit(
+        &mut self,
+        buf: &mut Vec<u8>,
+        first: Offset,
+        end: Offset,
+    ) -> Result<(), LogError> {
         if buf.is_empty() {
             return Ok(());
         }
+        // Both fit: a unit is at most one batch or one record (see the options' validation).
+        let unit_bytes = buf.len() as u32;
+        frame::encode_commit(buf, first, (end - first) as u32, unit_bytes);
         self.file
             .write_all(buf)
             .map_err(|e| io_err(format!("writing {}", self.segment_path().display()))(e))?;

@@ -10,6 +10,7 @@ use crate::log::model::LogError;
 
 /// The chain recomputed over a partition's records during the scan, checked against each
 /// record's stored seal.
+#[derive(Clone)]
 pub(crate) struct Sealing {
     partition: u32,
     /// Every frame from this offset on was written sealed.

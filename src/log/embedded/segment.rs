@@ -1,4 +1,5 @@
-//! Segment files: naming, recovery scan on open, and reading records back.
+//! Segment files: naming, listing, creating, and reading records back (the recovery scan on
+//! open is `recover.rs`).
 //!
 //! A partition directory holds segment files named by the offset of their first record
 //! (`00000000000000000000.seg`). Only the last segment is ever written to; a record is never
@@ -9,15 +10,12 @@ use std::io::{BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::log::chain::Head;
 use crate::log::embedded::frame::{self, FrameRead};
-use crate::log::embedded::index::{IndexEntry, SparseIndex};
+use crate::log::embedded::index::IndexEntry;
 use crate::log::embedded::meta::{io_err, sync_dir};
-use crate::log::embedded::sealing::Sealing;
 use crate::log::model::{LogError, LogRecord, Offset};
 
 const SEGMENT_SUFFIX: &str = ".seg";
-const SCAN_BUFFER_BYTES: usize = 1 << 20;
 const READ_BUFFER_BYTES: usize = 64 << 10;
 
 /// Directory name of a partition (`p0007`).
@@ -69,26 +67,6 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Vec<SegmentRef>, LogError> {
     Ok(segments)
 }
 
-/// State of a partition as found on disk, after tail repair.
-#[derive(Debug)]
-pub(crate) struct Recovered {
-    /// All segments, sorted; never empty.
-    pub segments: Vec<SegmentRef>,
-    /// Sparse index over all records.
-    pub index: SparseIndex,
-    /// Offset the next appended record gets (= number of records).
-    pub next_offset: Offset,
-    /// Timestamp of the last record (0 for an empty partition).
-    pub last_timestamp_ms: u64,
-    /// Byte length of the last segment (where appends continue).
-    pub last_segment_len: u64,
-    /// The chain over every record, checked against every stored seal.
-    pub head: Head,
-    /// Bytes after the last whole frame that a read-only scan left unread (a batch being
-    /// written, a torn tail a start would cut, or damage); 0 when repairing.
-    pub unread_tail: u64,
-}
-
 fn corrupt(partition: u32, segment: &Path, position: u64, reason: String) -> LogError {
     LogError::Corrupt {
         partition,
@@ -115,156 +93,6 @@ pub(crate) fn create_segment(dir: &Path, base: Offset) -> Result<(File, SegmentR
             path: Arc::from(path),
         },
     ))
-}
-
-/// Scans and verifies every segment of a partition, repairs a torn tail of the last segment
-/// (when `repair`; a read-only scan just ends before it) and builds the sparse index.
-///
-/// A bad frame in the last segment is a torn write that was never acknowledged
-/// (acknowledgement waits for fsync), so the segment is truncated there. A bad frame
-/// anywhere else is corruption of acknowledged data and is reported, not repaired.
-pub(crate) fn recover_partition(
-    partition: u32,
-    dir: &Path,
-    index_interval: u64,
-    torn_bytes_max: u64,
-    repair: bool,
-    sealed_from: Offset,
-) -> Result<Recovered, LogError> {
-    let mut segments = list_segments(dir)?;
-    if segments.is_empty() && !repair {
-        return Err(corrupt(
-            partition,
-            dir,
-            0,
-            "partition has no segment".into(),
-        ));
-    }
-    if segments.is_empty() {
-        let (_file, seg) = create_segment(dir, 0)?;
-        segments.push(seg);
-    }
-    let mut index = SparseIndex::default();
-    let mut expected: Offset = 0;
-    let mut last_timestamp_ms = 0u64;
-    let mut last_segment_len = 0u64;
-    let mut sealing = Sealing::new(partition, sealed_from);
-    let mut unread_tail = 0;
-    let mut body = Vec::new();
-    let last = segments.len() - 1;
-    for (i, seg) in segments.iter().enumerate() {
-        let is_last = i == last;
-        if seg.base != expected {
-            return Err(corrupt(
-                partition,
-                &seg.path,
-                0,
-                format!(
-                    "segment base offset {} does not continue the previous segment (expected {expected})",
-                    seg.base
-                ),
-            ));
-        }
-        index.push(IndexEntry {
-            offset: seg.base,
-            segment_base: seg.base,
-            position: 0,
-        });
-        let ctx = || format!("scanning segment {}", seg.path.display());
-        let file = File::open(&seg.path).map_err(io_err(ctx()))?;
-        let len = file.metadata().map_err(io_err(ctx()))?.len();
-        let mut reader = BufReader::with_capacity(SCAN_BUFFER_BYTES, file);
-        let mut pos = 0u64;
-        loop {
-            // The context is formatted only on failure: this runs once per frame.
-            let bad = match frame::read_frame(&mut reader, len - pos, &mut body)
-                .map_err(|e| io_err(ctx())(e))?
-            {
-                FrameRead::End => break,
-                FrameRead::Frame(h) if h.offset != expected => format!(
-                    "offset not dense: expected {expected}, frame holds {}",
-                    h.offset
-                ),
-                FrameRead::Frame(h) => {
-                    sealing.check(&h, &body[h.payload_start..], &seg.path, pos)?;
-                    if expected.is_multiple_of(index_interval) {
-                        index.push(IndexEntry {
-                            offset: expected,
-                            segment_base: seg.base,
-                            position: pos,
-                        });
-                    }
-                    last_timestamp_ms = last_timestamp_ms.max(h.timestamp_ms);
-                    expected += 1;
-                    pos += h.frame_len;
-                    continue;
-                }
-                FrameRead::Bad(reason) => reason,
-            };
-            if !is_last {
-                return Err(corrupt(partition, &seg.path, pos, bad));
-            }
-            // Only the batch in flight at a crash was never acknowledged (the writer never has
-            // more than one batch of a partition unsynced), so a torn tail is at most one
-            // batch. Anything longer is damage to acknowledged data: refuse, never cut it off.
-            if len - pos > torn_bytes_max {
-                return Err(corrupt(
-                    partition,
-                    &seg.path,
-                    pos,
-                    format!(
-                        "{bad}; {} bytes follow, more than one unacknowledged batch ({torn_bytes_max})",
-                        len - pos
-                    ),
-                ));
-            }
-            if repair {
-                truncate_tail(partition, &seg.path, pos, len, &bad)?;
-            } else {
-                unread_tail = len - pos;
-            }
-            // Read-only: a live writer may be mid-write here; the snapshot ends before it.
-            break;
-        }
-        if is_last {
-            last_segment_len = pos;
-        }
-    }
-    Ok(Recovered {
-        segments,
-        index,
-        next_offset: expected,
-        last_timestamp_ms,
-        last_segment_len,
-        head: sealing.chain.head(),
-        unread_tail,
-    })
-}
-
-/// Cuts a torn tail off the last segment and makes the new length durable.
-fn truncate_tail(
-    partition: u32,
-    path: &Path,
-    position: u64,
-    len: u64,
-    reason: &str,
-) -> Result<(), LogError> {
-    let ctx = || format!("truncating torn tail of {}", path.display());
-    let file = OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map_err(io_err(ctx()))?;
-    file.set_len(position).map_err(io_err(ctx()))?;
-    file.sync_all().map_err(io_err(ctx()))?;
-    tracing::warn!(
-        partition,
-        segment = %path.display(),
-        position,
-        bytes_dropped = len - position,
-        reason,
-        "truncated torn tail of the last segment (bytes were never acknowledged)"
-    );
-    Ok(())
 }
 
 /// Reads `count` records starting at offset `from`, beginning the scan at `entry`.
@@ -310,6 +138,7 @@ pub(crate) fn read_records(
                 .map_err(|e| io_err(ctx())(e))?
             {
                 FrameRead::End => break,
+                FrameRead::Commit(_) => position += frame::COMMIT_LEN as u64,
                 FrameRead::Bad(reason) => {
                     return Err(corrupt(partition, &seg.path, position, reason));
                 }
@@ -368,7 +197,16 @@ mod tests {
             .collect();
         let dir = tempfile::tempdir().expect("tempdir");
         fs::write(dir.path().join(segment_file_name(0)), frames.concat()).expect("writes");
-        let recovered = recover_partition(0, dir.path(), 1024, 1 << 20, false, 1).expect("reads");
+        let rules = crate::log::embedded::recover::ScanRules {
+            index_interval: 1024,
+            repair: false,
+            sealed_from: 1,
+            committed_from: u64::MAX,
+            legacy_torn_bytes_max: 1 << 20,
+            clean: None,
+        };
+        let recovered =
+            crate::log::embedded::recover::recover_partition(0, dir.path(), rules).expect("reads");
         assert_eq!(recovered.next_offset, 2);
         assert_eq!(recovered.head.records, 2);
         assert_eq!(

@@ -13,17 +13,20 @@
 //! has at most `writer_threads` fsyncs in flight; where fsync latency rather than CPU is the
 //! limit, more writer threads mean more throughput.
 //!
-//! Failures are per partition: if a partition's write or sync fails, none of its requests
-//! in the round is acknowledged and that partition refuses further appends (it is
-//! "poisoned": after a failed fsync the kernel may have dropped dirty pages, so nothing
-//! written since the last good sync can be trusted). The thread's other partitions have
-//! their own files, so whatever their own successful sync covered is durable and they go
-//! on. Reopening the log re-verifies the files.
+//! A failed fsync stops the whole log for good ([`Failure`]): the kernel may have dropped the
+//! dirty pages it could not write and report success on the next fsync (PostgreSQL's
+//! "fsyncgate", 2018), so nothing written since the last good sync can be trusted, on any
+//! partition of that disk. Nothing of the round is acknowledged, every writer answers
+//! [`LogError::Failed`] from then on, and only a reopen (which re-verifies the files) writes
+//! again. A failed write poisons only its partition (its requests in the round are not
+//! acknowledged, and it refuses further appends), except a full disk, which is cut back and
+//! answered as retriable (`partition_writer.rs`).
 //!
 //! The log holds the only senders of the queues: once they are dropped a thread finishes
 //! the requests already queued and exits.
 
 use std::io;
+use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -54,6 +57,35 @@ impl Request {
     }
 }
 
+/// The log-wide stop after a failed fsync, shared by the log and its writer threads. Readers
+/// and waiters go on: what was published is durable, and the node keeps answering reads
+/// while it refuses appends.
+#[derive(Default)]
+pub(crate) struct Failure {
+    reason: OnceLock<String>,
+}
+
+impl Failure {
+    /// Why the log stopped, if it did.
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.get().map(String::as_str)
+    }
+
+    /// Stops the log (the first reason stays).
+    fn set(&self, reason: String) {
+        if self.reason.set(reason.clone()).is_ok() {
+            tracing::error!(error = %reason, "an fsync failed: the log accepts no more appends; restart the node to recover from what is on disk");
+        }
+    }
+
+    /// The error every append gets once stopped.
+    pub fn error(&self) -> Option<LogError> {
+        self.reason().map(|reason| LogError::Failed {
+            reason: reason.to_owned(),
+        })
+    }
+}
+
 /// Writer settings taken from the log options.
 pub(crate) struct WriterConfig {
     pub segment_bytes_max: u64,
@@ -78,6 +110,7 @@ pub(crate) struct Writer {
     buf: Vec<u8>,
     /// A request drained from the queue that did not fit the previous round.
     carry: Option<Request>,
+    failure: Arc<Failure>,
 }
 
 impl Writer {
@@ -87,6 +120,7 @@ impl Writer {
         cfg: WriterConfig,
         partitions: Vec<PartitionWriter>,
         stride: u32,
+        failure: Arc<Failure>,
     ) -> Self {
         let groups = partitions.iter().map(|_| Vec::new()).collect();
         Self {
@@ -97,6 +131,7 @@ impl Writer {
             groups,
             buf: Vec::new(),
             carry: None,
+            failure,
         }
     }
 
@@ -145,6 +180,12 @@ impl Writer {
 
     /// Writes, syncs, publishes and answers the round collected in `groups`.
     fn process_round(&mut self) {
+        if let Some(err) = self.failure.error() {
+            for slot in 0..self.groups.len() {
+                self.answer_err(slot, &err);
+            }
+            return;
+        }
         let now_ms = self.cfg.clock.now_ms();
         // 1. One write per touched partition.
         let mut written: Vec<(usize, Written)> = Vec::new();
@@ -163,17 +204,27 @@ impl Writer {
             }
             match pw.write(&self.groups[slot], now_ms, &self.cfg, &mut self.buf) {
                 Ok(w) => written.push((slot, w)),
+                // Cut back: nothing of it is on disk, and the next round may find space.
+                Err(err @ LogError::NoSpace { .. }) => self.answer_err(slot, &err),
                 Err(err) => self.fail(slot, err),
             }
         }
-        // 2. Sync each partition written; a failure drops only that partition's share.
-        written.retain(|&(slot, _)| match self.partitions[slot].sync() {
-            Ok(()) => true,
-            Err(err) => {
-                self.fail(slot, err);
-                false
+        // 2. Sync each partition written; a failed sync stops the log.
+        for (slot, _) in &written {
+            if self.failure.reason().is_some() {
+                break;
             }
-        });
+            if let Err(err) = self.partitions[*slot].sync() {
+                self.fail(*slot, err);
+            }
+        }
+        // Nothing is acknowledged after a failed sync, not even a partition synced before it.
+        if let Some(err) = self.failure.error() {
+            for (slot, _) in written {
+                self.answer_err(slot, &err);
+            }
+            return;
+        }
         // 3. Everything left is durable: publish it, then acknowledge.
         for (slot, w) in written {
             let acks = self.partitions[slot].publish(w);
@@ -188,8 +239,14 @@ impl Writer {
         }
     }
 
-    /// Poisons the partition in `slot` after a failed write or sync and fails its requests.
+    /// Poisons the partition in `slot` after a failed write (the whole log after a failed
+    /// sync) and fails its requests.
     fn fail(&mut self, slot: usize, err: LogError) {
+        if let LogError::Failed { reason } = &err {
+            self.failure.set(reason.clone());
+            self.answer_err(slot, &err);
+            return;
+        }
         let pw = &mut self.partitions[slot];
         let reason = err.to_string();
         tracing::error!(
@@ -219,6 +276,12 @@ fn replicate(err: &LogError, partition: u32) -> LogError {
         },
         LogError::Poisoned { partition, reason } => LogError::Poisoned {
             partition: *partition,
+            reason: reason.clone(),
+        },
+        LogError::NoSpace { context } => LogError::NoSpace {
+            context: context.clone(),
+        },
+        LogError::Failed { reason } => LogError::Failed {
             reason: reason.clone(),
         },
         other => LogError::Poisoned {
