@@ -93,7 +93,7 @@ async fn a_failed_fsync_stops_the_log_for_good_and_a_restart_recovers() {
     assert!(
         server
             .stderr()
-            .contains("an fsync failed: the log accepts no more appends"),
+            .contains("the log stopped accepting appends after a failed fsync"),
         "{}",
         server.stderr()
     );
@@ -222,7 +222,7 @@ async fn a_full_disk_answers_retriable_503_and_the_node_goes_on_once_space_is_ba
     std::fs::remove_file(&filler).expect("frees space");
     // Another holder: had the refused claim been kept, this would be `in_progress`.
     let (s, body) = server
-        .claim(TOKEN_A, "refused", charge("other", "3", "c"))
+        .claim(TOKEN_A, &refused, charge("other", "3", "c"))
         .await;
     assert_eq!(
         (s, body["decision"].as_str()),

@@ -42,7 +42,7 @@ pub(super) fn verify(args: &ConfigArgs, against: Option<&std::path::Path>) -> an
         let log = log_for_reading(&config).map_err(failed_if_damaged)?;
         let heads = run(Arc::clone(&log), recorded.as_ref(), show)
             .await
-            .map_err(|e| verdict(FAILED, e.to_string()))?;
+            .map_err(verify_failed)?;
         let projection = against_projection(&config, &log).await?;
         anyhow::Ok((heads, projection, snapshot_of(&log)))
     })?;
@@ -160,14 +160,9 @@ async fn against_projection(config: &Config, log: &AnyLog) -> anyhow::Result<ser
 /// An open that found damage fails verification (exit 2); any other failure to open is a
 /// check that could not run.
 fn failed_if_damaged(e: anyhow::Error) -> anyhow::Error {
-    let damaged = e.chain().any(|c| {
-        matches!(
-            c.downcast_ref::<LogError>(),
-            Some(
-                LogError::Damaged { .. } | LogError::Corrupt { .. } | LogError::ChainBroken { .. }
-            )
-        )
-    });
+    let damaged = e
+        .chain()
+        .any(|c| c.downcast_ref::<LogError>().is_some_and(is_damage));
     if damaged {
         verdict(FAILED, super::said_once(&e))
     } else {
@@ -175,6 +170,70 @@ fn failed_if_damaged(e: anyhow::Error) -> anyhow::Error {
     }
 }
 
+/// What the walk over the chain found is a failed verification (exit 2) when the log is
+/// damaged, shorter or different from the recorded heads; a read that failed, unusable heads
+/// or a bug is a check that could not run (exit 1).
+fn verify_failed(e: opledger::consumers::verify::VerifyError) -> anyhow::Error {
+    use opledger::consumers::verify::VerifyError as E;
+    let failed = match &e {
+        E::Log { source, .. } => is_damage(source),
+        E::Shorter { .. } | E::Diverged { .. } => true,
+        E::Recorded(_) | E::PartitionCount { .. } | E::Panicked(_) => false,
+    };
+    if failed {
+        verdict(FAILED, e.to_string())
+    } else {
+        anyhow::Error::new(e)
+    }
+}
+
+fn is_damage(e: &LogError) -> bool {
+    matches!(
+        e,
+        LogError::Damaged { .. } | LogError::Corrupt { .. } | LogError::ChainBroken { .. }
+    )
+}
+
 fn verdict(code: u8, message: String) -> anyhow::Error {
     Verdict { code, message }.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opledger::consumers::verify::VerifyError;
+
+    fn code(e: VerifyError) -> Option<u8> {
+        verify_failed(e).downcast_ref::<Verdict>().map(|v| v.code)
+    }
+
+    #[test]
+    fn damage_fails_verification_and_a_check_that_could_not_run_does_not() {
+        let damaged = LogError::Damaged {
+            partition: 0,
+            segment: "p0000/0.seg".into(),
+            offset: 3,
+            position: 9,
+            reason: "crc".into(),
+        };
+        let unreadable = LogError::Io {
+            context: "reading".into(),
+            source: std::io::Error::other("gone"),
+        };
+        let log = |source| VerifyError::Log {
+            partition: 0,
+            source,
+        };
+        assert_eq!(code(log(damaged)), Some(FAILED));
+        let shorter = VerifyError::Shorter {
+            partition: 0,
+            recorded: 3,
+            now: 2,
+        };
+        assert_eq!(code(shorter), Some(FAILED));
+        // Exit 1: the check could not run.
+        assert_eq!(code(log(unreadable)), None);
+        assert_eq!(code(VerifyError::Panicked("bug".into())), None);
+        assert_eq!(code(VerifyError::Recorded("not JSON".into())), None);
+    }
 }

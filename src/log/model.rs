@@ -166,7 +166,7 @@ pub enum LogError {
         /// What the log was writing.
         context: String,
     },
-    /// An fsync (or the write after it) failed: the kernel may have dropped the data it
+    /// An fsync of the log's files or directory failed: the kernel may have dropped the data it
     /// could not write, so nothing after it can be trusted, and the log accepts no append
     /// until it is reopened (a restart recovers from what is on disk).
     #[error(

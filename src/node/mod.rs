@@ -268,9 +268,7 @@ impl Node {
     pub fn health(&self) -> crate::api::Health {
         let log = self.log.clone();
         Arc::new(move || match log.failure() {
-            Some(reason) => Err(format!(
-                "the log stopped accepting appends after a failed fsync ({reason}); restart the node: it recovers from what is on disk"
-            )),
+            Some(reason) => Err(LogError::Failed { reason }.to_string()),
             None => Ok(()),
         })
     }

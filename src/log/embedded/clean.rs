@@ -14,15 +14,14 @@
 //! thread stopped without a failure, and removed durably by a writable open before its first
 //! append, so a crash never leaves a mark that claims more than the disk holds.
 
-use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::fs;
 use std::path::Path;
 
 use uuid::Uuid;
 
 use crate::log::model::LogError;
 
-use super::meta::{io_err, sync_dir};
+use super::meta::{io_err, sync_dir, write_durably};
 
 /// Name of the mark inside the log directory.
 pub(crate) const CLEAN_FILE: &str = "log.clean";
@@ -131,21 +130,7 @@ fn render(log_id: Uuid, ends: &[CleanEnd]) -> String {
 
 /// Leaves the mark of a clean close in `dir` (atomically).
 pub(crate) fn write(dir: &Path, log_id: Uuid, ends: &[CleanEnd]) -> Result<(), LogError> {
-    let tmp = dir.join(CLEAN_TMP_FILE);
-    let ctx = || format!("writing {}", tmp.display());
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)
-        .map_err(io_err(ctx()))?;
-    f.write_all(render(log_id, ends).as_bytes())
-        .map_err(io_err(ctx()))?;
-    f.sync_all().map_err(io_err(ctx()))?;
-    drop(f);
-    fs::rename(&tmp, dir.join(CLEAN_FILE))
-        .map_err(io_err(format!("renaming {}", tmp.display())))?;
-    sync_dir(dir)
+    write_durably(dir, CLEAN_TMP_FILE, CLEAN_FILE, &render(log_id, ends))
 }
 
 /// Removes the mark durably: from here on the log is being written.

@@ -21,10 +21,10 @@
 //! ```
 //!
 //! It is written in the same `write` as the records it closes and before their sync, and the
-//! next unit is only written after that sync succeeded. So the bytes after the last valid
-//! commit frame are the only ones a crash can leave unacknowledged, and a damaged frame with a
-//! valid commit frame anywhere after it was acknowledged: recovery tells a torn tail from
-//! damage by construction (see `recover.rs`), not by how far from the end it is.
+//! next unit is only written after that sync succeeded. So only the bytes after the last valid
+//! commit frame can be a write a crash interrupted, and a damaged frame that a later unit's
+//! commit frame follows was acknowledged: recovery tells a torn tail from damage by
+//! construction (see `tail.rs`), not by how far from the end it is.
 
 use std::io::{self, Read};
 
@@ -146,13 +146,30 @@ fn decode_commit(frame: &[u8]) -> Option<CommitHeader> {
     })
 }
 
-/// The position and contents of the first valid commit frame that starts anywhere in
-/// `bytes` (at any byte, not only at a frame boundary): after a damaged frame, whether one
-/// follows decides whether the damage was acknowledged.
-pub(crate) fn find_commit(bytes: &[u8]) -> Option<(usize, CommitHeader)> {
+/// The position and contents of every valid commit frame that starts anywhere in `bytes` (at
+/// any byte, not only at a frame boundary), in order: after a damaged frame, whether one of a
+/// later unit follows decides whether the damage was acknowledged (`tail.rs`). Record
+/// payloads cannot fake one by accident: a commit frame's `len` field holds the byte `0xC0`,
+/// which no UTF-8 text holds, and every client-supplied part of an event is text or a hash.
+pub(crate) fn commits(bytes: &[u8]) -> impl Iterator<Item = (usize, CommitHeader)> + '_ {
     memchr::memmem::find_iter(bytes, &COMMIT_MAGIC)
         .filter_map(|magic| magic.checked_sub(PREFIX_LEN))
-        .find_map(|start| decode_commit(&bytes[start..]).map(|h| (start, h)))
+        .filter_map(|start| decode_commit(&bytes[start..]).map(|h| (start, h)))
+}
+
+/// Whether the frame at the start of `bytes` needs more bytes than `bytes` holds: what a
+/// write cut short leaves (or a length field damaged to claim too much).
+pub(crate) fn runs_past_end(bytes: &[u8]) -> bool {
+    let Some(prefix) = bytes.get(..4) else {
+        return bytes.len() < PREFIX_LEN;
+    };
+    let field = u32::from_le_bytes(prefix.try_into().expect("4 bytes"));
+    let need = if field & COMMIT != 0 {
+        COMMIT_LEN
+    } else {
+        PREFIX_LEN + (field & !SEALED) as usize
+    };
+    bytes.len() < need.max(PREFIX_LEN)
 }
 
 /// Header fields of a decoded frame; the payload stays in the caller's body buffer at
@@ -325,6 +342,7 @@ mod tests {
         let mut buf = Vec::new();
         encode(&mut buf, 7, 1234, &[9u8; 32], &[5u8; 32], b"hello");
         assert_eq!(buf.len(), encoded_len(5));
+        assert!(!runs_past_end(&buf) && runs_past_end(&buf[..buf.len() - 1]));
         let (r, body) = decode_one(&buf);
         match r {
             FrameRead::Frame(h) => {
@@ -354,7 +372,8 @@ mod tests {
         hay.extend_from_slice(&COMMIT_MAGIC); // a stray magic without a frame
         hay.extend_from_slice(&buf);
         hay.extend_from_slice(&[7; 5]);
-        assert_eq!(find_commit(&hay), Some((21, want)));
+        assert_eq!(commits(&hay).collect::<Vec<_>>(), vec![(21, want)]);
+        assert!(!runs_past_end(&buf) && runs_past_end(&buf[..31]) && runs_past_end(&buf[..3]));
         for i in 0..buf.len() {
             let mut bad = buf.clone();
             bad[i] ^= 0x10;
@@ -362,11 +381,11 @@ mod tests {
                 matches!(decode_one(&bad).0, FrameRead::Bad(_)),
                 "flip at {i} not detected"
             );
-            assert_eq!(find_commit(&bad), None, "flip at {i} still found");
+            assert_eq!(commits(&bad).next(), None, "flip at {i} still found");
         }
         for cut in 1..buf.len() {
             assert!(matches!(decode_one(&buf[..cut]).0, FrameRead::Bad(_)));
-            assert_eq!(find_commit(&buf[..cut]), None);
+            assert_eq!(commits(&buf[..cut]).next(), None);
         }
     }
 

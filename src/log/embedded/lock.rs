@@ -52,7 +52,8 @@ pub(super) fn writer_now(
     meta: &Meta,
 ) -> Result<(WriterState, Option<Vec<CleanEnd>>), LogError> {
     let path = dir.join(LOCK_FILE);
-    let file = match OpenOptions::new().write(true).open(&path) {
+    // Opened for reading: a flock needs no write access, so this works on a read-only mount.
+    let file = match File::open(&path) {
         Ok(f) => Some(f),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(io_err(format!("opening {}", path.display()))(e)),

@@ -196,8 +196,13 @@ fn render_meta(meta: &Meta) -> String {
 
 /// Atomically writes `dir/log.meta` (temp file, fsync, rename, directory fsync).
 pub(crate) fn write_meta(dir: &Path, meta: &Meta) -> Result<(), LogError> {
-    let tmp: PathBuf = dir.join(META_TMP_FILE);
-    let path = dir.join(META_FILE);
+    write_durably(dir, META_TMP_FILE, META_FILE, &render_meta(meta))
+}
+
+/// Replaces `dir/name` with `text` atomically and durably: written to `dir/tmp`, synced,
+/// renamed over it, and the directory synced.
+pub(crate) fn write_durably(dir: &Path, tmp: &str, name: &str, text: &str) -> Result<(), LogError> {
+    let tmp: PathBuf = dir.join(tmp);
     let ctx = || format!("writing {}", tmp.display());
     let mut f = OpenOptions::new()
         .write(true)
@@ -205,11 +210,10 @@ pub(crate) fn write_meta(dir: &Path, meta: &Meta) -> Result<(), LogError> {
         .truncate(true)
         .open(&tmp)
         .map_err(io_err(ctx()))?;
-    f.write_all(render_meta(meta).as_bytes())
-        .map_err(io_err(ctx()))?;
+    f.write_all(text.as_bytes()).map_err(io_err(ctx()))?;
     f.sync_all().map_err(io_err(ctx()))?;
     drop(f);
-    fs::rename(&tmp, &path).map_err(io_err(format!("renaming {}", tmp.display())))?;
+    fs::rename(&tmp, dir.join(name)).map_err(io_err(format!("renaming {}", tmp.display())))?;
     sync_dir(dir)
 }
 

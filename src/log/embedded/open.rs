@@ -142,9 +142,10 @@ impl EmbeddedLog {
         let defaults = EmbeddedOptions::new(meta.partitions);
         let (mut state, clean) = writer_now(dir, &meta)?;
         let recovered = match recover_all(dir, &meta, &defaults, false, clean.as_deref()) {
-            // A node that started meanwhile removed the mark before its first append: then
-            // the mark no longer describes the files, and this is a running node's log.
-            Err(_) if clean.is_some() && !dir.join(clean::CLEAN_FILE).exists() => {
+            // A node started meanwhile: it removed the mark before its first append (so the
+            // mark no longer describes the files), or cut a torn tail and appended while this
+            // scan read. Then this is a running node's log, scanned again as one.
+            Err(_) if started_since(dir, &meta, clean.is_some()) => {
                 state = WriterState::Running;
                 recover_all(dir, &meta, &defaults, false, None)?
             }
@@ -337,4 +338,10 @@ fn refuse_orphan_data(dir: &Path) -> Result<(), LogError> {
         }
     }
     Ok(())
+}
+
+/// Whether a node took the log in `dir` after a read-only open first looked.
+fn started_since(dir: &Path, meta: &meta::Meta, had_clean_mark: bool) -> bool {
+    (had_clean_mark && !dir.join(clean::CLEAN_FILE).exists())
+        || writer_now(dir, meta).is_ok_and(|(state, _)| state == WriterState::Running)
 }

@@ -69,6 +69,8 @@ pub(crate) struct PartitionWriter {
     chain: Chain,
     /// Set after a failed write or sync; the partition then refuses every append.
     poisoned: Option<String>,
+    /// Segments the round being written created (a full disk removes them again).
+    rolled: Vec<PathBuf>,
     faults: Option<Arc<StorageFaults>>,
 }
 
@@ -92,6 +94,7 @@ impl PartitionWriter {
             last_timestamp_ms: start.last_timestamp_ms,
             chain: Chain::resume(start.head),
             poisoned: None,
+            rolled: Vec::new(),
             faults: start.faults,
         })
     }
@@ -126,6 +129,7 @@ impl PartitionWriter {
         buf: &mut Vec<u8>,
     ) -> Result<Written, LogError> {
         let round_start = (self.segment_base, self.segment_len);
+        self.rolled.clear();
         self.write_round(requests, now_ms, cfg, buf)
             .map_err(|err| self.cut_back(err, round_start))
     }
@@ -204,30 +208,54 @@ impl PartitionWriter {
         })
     }
 
-    /// After a failed write of a round: a full disk cuts the segment back to where the round
-    /// started (nothing of the round was published, so the files then match what readers and
-    /// the next round expect) and answers [`LogError::NoSpace`]; anything else is returned as
-    /// it is, for the caller to poison the partition.
+    /// After a failed write of a round: a full disk cuts the partition back to where the round
+    /// started — segments the round created are removed, and units it already synced (a
+    /// round's share larger than a batch, or a segment roll) go too, none of it having been
+    /// acknowledged — makes that durable, so nothing of the round reappears after a crash,
+    /// and answers [`LogError::NoSpace`]. Anything else is returned as it is, for the caller
+    /// to poison the partition (or stop the log, after a failed sync).
     fn cut_back(&mut self, err: LogError, (base, len): (Offset, u64)) -> LogError {
         let full = matches!(&err, LogError::Io { source, .. }
             if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)));
-        if !full || self.segment_base != base {
-            // A round that rolled its segment is not cut back across files (a failure then
-            // poisons the partition, as any other write failure does).
+        if !full {
             return err;
         }
-        match self.file.set_len(len) {
-            Ok(()) => {
-                self.segment_len = len;
-                LogError::NoSpace {
-                    context: err.to_string(),
-                }
-            }
-            Err(e) => io_err(format!(
-                "cutting {} back after a full disk",
-                self.segment_path().display()
-            ))(e),
+        match self.undo_round(base, len) {
+            Ok(()) => LogError::NoSpace {
+                context: err.to_string(),
+            },
+            Err(undo) => undo,
         }
+    }
+
+    /// The files as they were before the round (see [`cut_back`](Self::cut_back)).
+    fn undo_round(&mut self, base: Offset, len: u64) -> Result<(), LogError> {
+        let partition = self.partition();
+        let ctx = || format!("cutting partition {partition} back after a full disk");
+        let rolled = !self.rolled.is_empty();
+        for path in self.rolled.drain(..).rev() {
+            std::fs::remove_file(&path).map_err(io_err(ctx()))?;
+        }
+        if rolled {
+            self.segment_base = base;
+            self.file = OpenOptions::new()
+                .append(true)
+                .open(self.segment_path())
+                .map_err(io_err(ctx()))?;
+        }
+        self.file.set_len(len).map_err(io_err(ctx()))?;
+        self.segment_len = len;
+        // Durable before the round is answered: what was synced of it must not come back.
+        let synced = self.file.sync_all().and_then(|()| {
+            if rolled {
+                File::open(&self.dir)?.sync_all()
+            } else {
+                Ok(())
+            }
+        });
+        synced.map_err(|e| LogError::Failed {
+            reason: format!("{}: {e}", ctx()),
+        })
     }
 
     /// Makes everything written so far durable (`fdatasync` of the current segment). A failure
@@ -271,9 +299,13 @@ impl PartitionWriter {
         // Both fit: a unit is at most one batch or one record (see the options' validation).
         let unit_bytes = buf.len() as u32;
         frame::encode_commit(buf, first, (end - first) as u32, unit_bytes);
-        self.file
-            .write_all(buf)
-            .map_err(|e| io_err(format!("writing {}", self.segment_path().display()))(e))?;
+        let written = match &self.faults {
+            Some(faults) => faults
+                .before_write()
+                .and_then(|()| self.file.write_all(buf)),
+            None => self.file.write_all(buf),
+        };
+        written.map_err(|e| io_err(format!("writing {}", self.segment_path().display()))(e))?;
         self.segment_len += buf.len() as u64;
         buf.clear();
         Ok(())
@@ -285,6 +317,7 @@ impl PartitionWriter {
         self.file = file;
         self.segment_base = base;
         self.segment_len = 0;
+        self.rolled.push(seg.path.to_path_buf());
         commit.segments.push(seg);
         Ok(())
     }

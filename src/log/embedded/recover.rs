@@ -3,13 +3,12 @@
 //!
 //! The rule, by construction (see `frame.rs`): the writer closes every unit it writes before
 //! an fsync with a commit frame, in the same write, and writes the next unit only after that
-//! fsync succeeded. So
+//! fsync succeeded. So only the bytes after the last commit point of the last segment can be
+//! a unit a crash interrupted. Whether they are — cut — or acknowledged data that no longer
+//! reads back — refused, naming partition, segment, offset and byte, with nothing cut — is
+//! judged from what a crash can leave and what it cannot (`tail.rs`); damage anywhere before
+//! the last commit point is refused outright. Besides,
 //!
-//! * the bytes after the last valid commit frame of the last segment — damaged frames, or
-//!   whole frames no commit frame closes yet — are the unit a crash interrupted; it was never
-//!   acknowledged, and a writable open cuts it;
-//! * a damaged frame with a valid commit frame anywhere after it was acknowledged: refused,
-//!   naming partition, segment, offset and byte, and nothing is cut;
 //! * after a clean close (`clean.rs`) every byte was acknowledged: any damage is refused,
 //!   and so is a partition that does not end where the close left it;
 //! * records written before the log was upgraded to commit frames were all verified by the
@@ -27,7 +26,7 @@ use crate::log::embedded::frame::{self, FrameRead};
 use crate::log::embedded::index::{IndexEntry, SparseIndex};
 use crate::log::embedded::meta::io_err;
 use crate::log::embedded::sealing::Sealing;
-use crate::log::embedded::segment::{SegmentRef, create_segment, list_segments};
+use crate::log::embedded::segment::{SegmentRef, corrupt, create_segment, list_segments};
 use crate::log::embedded::tail::{Stop, truncate_tail};
 use crate::log::model::{LogError, Offset};
 
@@ -74,7 +73,8 @@ pub(crate) struct Recovered {
 /// Everything the scan has accepted up to a commit point; a torn tail rolls back to it.
 #[derive(Clone)]
 pub(super) struct Committed {
-    next_offset: Offset,
+    /// The record the bytes after the commit point start with.
+    pub next_offset: Offset,
     /// Where the bytes after the commit point start in the current segment.
     pub position: u64,
     last_timestamp_ms: u64,
@@ -229,6 +229,7 @@ fn scan_segment(
             offset: cur.next_offset,
             len,
             reason,
+            unclosed: false,
         };
         // The context is formatted only on failure: this runs once per frame.
         let read = frame::read_frame(&mut reader, len - cur.position, &mut body)
@@ -243,6 +244,7 @@ fn scan_segment(
                         "{} records at the end are closed by no commit frame",
                         u.records
                     ),
+                    unclosed: true,
                 }));
             }
             FrameRead::Bad(reason) => return Ok(Some(stop(reason, &cur))),
@@ -303,14 +305,5 @@ fn scan_segment(
                 unit = None;
             }
         }
-    }
-}
-
-fn corrupt(partition: u32, segment: &Path, position: u64, reason: String) -> LogError {
-    LogError::Corrupt {
-        partition,
-        segment: segment.to_path_buf(),
-        position,
-        reason,
     }
 }

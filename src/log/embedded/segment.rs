@@ -67,7 +67,8 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Vec<SegmentRef>, LogError> {
     Ok(segments)
 }
 
-fn corrupt(partition: u32, segment: &Path, position: u64, reason: String) -> LogError {
+/// Damage found where the log's layout says what must be: a missing or misplaced segment or record.
+pub(crate) fn corrupt(partition: u32, segment: &Path, position: u64, reason: String) -> LogError {
     LogError::Corrupt {
         partition,
         segment: segment.to_path_buf(),
@@ -84,8 +85,11 @@ pub(crate) fn create_segment(dir: &Path, base: Offset) -> Result<(File, SegmentR
         .append(true)
         .open(&path)
         .map_err(io_err(format!("creating segment {}", path.display())))?;
-    // The records about to be written are only durable if the file's name is too.
-    sync_dir(dir)?;
+    // The records about to be written are only durable if the file's name is too; a failed
+    // directory sync is a failed sync (fsyncgate), which stops the log.
+    sync_dir(dir).map_err(|e| LogError::Failed {
+        reason: e.to_string(),
+    })?;
     Ok((
         file,
         SegmentRef {

@@ -74,7 +74,7 @@ impl Failure {
     /// Stops the log (the first reason stays).
     fn set(&self, reason: String) {
         if self.reason.set(reason.clone()).is_ok() {
-            tracing::error!(error = %reason, "an fsync failed: the log accepts no more appends; restart the node to recover from what is on disk");
+            tracing::error!("{}", LogError::Failed { reason });
         }
     }
 
@@ -193,6 +193,11 @@ impl Writer {
             if self.groups[slot].is_empty() {
                 continue;
             }
+            // A sync inside an earlier partition's write failed: write nothing more.
+            if let Some(err) = self.failure.error() {
+                self.answer_err(slot, &err);
+                continue;
+            }
             let pw = &mut self.partitions[slot];
             if let Some(reason) = pw.poisoned() {
                 let err = LogError::Poisoned {
@@ -219,6 +224,9 @@ impl Writer {
             }
         }
         // Nothing is acknowledged after a failed sync, not even a partition synced before it.
+        // (Another writer thread may publish a round whose own syncs succeeded while this one
+        // fails: those records are durable in their own files, and no ordering between the
+        // two rounds was promised to anyone.)
         if let Some(err) = self.failure.error() {
             for (slot, _) in written {
                 self.answer_err(slot, &err);
