@@ -26,8 +26,10 @@ use crate::partition::{Answer, DueWork, PartitionError};
 use crate::status::SharedStatusClient;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// The runtime's clock, not the OS's: under a simulation's paused time, holds lapse with it.
 use tokio::sync::{Semaphore, watch};
+use tokio::time::Instant;
 
 /// The least time a partition's owner is given to say what is due, however short the tick.
 pub const ASK_TIMEOUT_MIN: Duration = Duration::from_secs(1);

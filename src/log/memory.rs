@@ -172,6 +172,7 @@ impl EventLog for MemoryLog {
         let mut end = self.partition(partition)?.end.subscribe();
         let mut closed = self.storage.closed.subscribe();
         tokio::select! {
+            biased;
             reached = end.wait_for(|end| *end > offset) => reached.map(|_| ()).map_err(|_| LogError::Closed),
             _ = closed.wait_for(|c| *c) => Err(LogError::Closed),
         }

@@ -174,7 +174,10 @@ impl<L: EventLog> LocalPartition<L> {
             .shared
             .append(self.partition, scope, body, wait)
             .await?;
+        // Biased here and below: an answer that arrived wins, and the simulator's seed alone
+        // decides which branch a tie takes (an unbiased select draws from the OS).
         tokio::select! {
+            biased;
             answer = decided => answer,
             // The arbiter stopped (the partition moved to another node): the event is durable
             // and the new owner decides it; asking again gets its decision.

@@ -59,6 +59,7 @@ where
             Err(e) if transient(&e) && !*stop.borrow() => {
                 tracing::warn!(partition, error = %e, "{what} stopped for a moment; resuming");
                 tokio::select! {
+                    biased;
                     _ = stopped(&mut stop) => return Ok(()),
                     _ = tokio::time::sleep(RETRY_PAUSE) => {}
                 }
@@ -108,6 +109,7 @@ impl<L: EventLog> ArbiterRunner<L> {
         // The ownership event is applied by the arbiter that runs now; only then is the
         // partition served, so no lease of it lapses for the time it had no owner.
         tokio::select! {
+            biased;
             ended = &mut running => return ended,
             recorded = shared.record_ownership(partition, &self.owner) => {
                 if let Err(e) = recorded {

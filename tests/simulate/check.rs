@@ -1,0 +1,185 @@
+//! The checkers, run after every simulation from the outside: they trust nothing the node says
+//! about itself, only the log it left, a fresh fold of that log, the external world's own
+//! count of effects and the answers the agents received.
+
+use crate::agents::Run;
+use crate::node::PARTITIONS;
+use crate::world::UNSAFE;
+use opledger::consumers::audit::audit;
+use opledger::core::key::OperationId;
+use opledger::core::operation::{OpState, OperationRecord};
+use opledger::log::model::EventLog;
+use opledger::partition::fold::{Answers, Deadlines, fold_batch};
+use opledger::projection::memory::MemoryStore;
+use opledger::projection::{Position, ProjectionStore};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Every violation of the ledger's promises the run shows; empty when it kept them all.
+pub async fn check(run: &Run) -> Vec<String> {
+    let mut found: Vec<String> = lock(&run.breaches).clone();
+    found.extend(lock(&run.node.failures).iter().cloned());
+    let log = run.node.log();
+    // The log folded afresh, one partition in one batch: what any replay must arrive at.
+    let fresh = MemoryStore::new();
+    let mut answered: BTreeMap<(OperationId, u64), Vec<OperationRecord>> = BTreeMap::new();
+    for partition in 0..PARTITIONS {
+        let records = match log.read(partition, 0, usize::MAX).await {
+            Ok(records) => records,
+            Err(e) => {
+                found.push(format!("partition {partition} cannot be read back: {e}"));
+                continue;
+            }
+        };
+        let folded = match fold_batch(
+            partition,
+            Position::default(),
+            &fresh,
+            &records,
+            Deadlines::Indexed,
+            Answers::Kept,
+        ) {
+            Ok(folded) => folded,
+            Err(e) => {
+                found.push(format!("partition {partition} does not fold: {e}"));
+                continue;
+            }
+        };
+        for record in folded.applied.iter().filter_map(|a| a.record.clone()) {
+            answered
+                .entry((record.id, record.version))
+                .or_default()
+                .push(record);
+        }
+        let position = folded.position;
+        if let Err(e) = fresh.commit(partition, position, folded.changes).await {
+            found.push(format!(
+                "the fresh fold of partition {partition} cannot be kept: {e}"
+            ));
+        }
+        // The node's projection is the fold of its log.
+        let held = run.node.store().position(partition).ok();
+        if held.map(|p| p.next_offset) != Some(position.next_offset) {
+            found.push(format!(
+                "partition {partition}: the projection is at {:?}, the log holds {}",
+                held.map(|p| p.next_offset),
+                position.next_offset
+            ));
+        }
+    }
+    let folded = records_of(&fresh);
+    let held = records_of(&run.node.store());
+    if folded != held {
+        let differ = folded
+            .iter()
+            .filter(|(id, r)| held.get(id) != Some(r))
+            .map(|(id, _)| id.to_string())
+            .chain(
+                held.keys()
+                    .filter(|id| !folded.contains_key(id))
+                    .map(|id| id.to_string()),
+            )
+            .take(3)
+            .collect::<Vec<_>>();
+        found.push(format!(
+            "the projection differs from the fold of the log at {differ:?}"
+        ));
+    }
+    // Every answer an agent received is the log's: some event of it produced that record.
+    let mut last: BTreeMap<(usize, OperationId), u64> = BTreeMap::new();
+    for seen in lock(&run.seen).iter() {
+        let r = &seen.record;
+        let logged = answered
+            .get(&(r.id, r.version))
+            .is_some_and(|v| v.contains(r));
+        if !logged {
+            found.push(format!(
+                "agent {} was answered version {} of {} ({}), which no event of the log produced",
+                seen.agent,
+                r.version,
+                r.id,
+                r.state.name()
+            ));
+        }
+        let before = last.insert((seen.agent, r.id), r.version).unwrap_or(0);
+        if r.version < before {
+            found.push(format!(
+                "{} moved backwards for agent {}: version {} after {before}",
+                r.id, seen.agent, r.version
+            ));
+        }
+    }
+    for ((tool, key), ids) in lock(&run.ids).iter() {
+        if ids.len() != 1 {
+            found.push(format!(
+                "one intent ({tool}, key {key}) became {} operations",
+                ids.len()
+            ));
+        }
+    }
+    found.extend(effects_agree(run, &folded));
+    // The auditor's digest and chain root are the same however often the log is replayed.
+    let log = Arc::new(log);
+    let twice = [audit(log.clone(), |_| {}).await, audit(log, |_| {}).await];
+    match twice {
+        [Ok(a), Ok(b)] => {
+            let (a, b) = (serde_json::to_string(&a), serde_json::to_string(&b));
+            if a.ok() != b.ok() {
+                found.push("two audits of the same log disagree".into());
+            }
+        }
+        [a, b] => found.push(format!("the audit failed: {:?} {:?}", a.err(), b.err())),
+    }
+    found
+}
+
+/// The ledger's final word on every operation agrees with what the external world did.
+fn effects_agree(run: &Run, records: &BTreeMap<OperationId, OperationRecord>) -> Vec<String> {
+    let mut found = Vec::new();
+    for ids in lock(&run.ids).values() {
+        for id in ids {
+            let Some(record) = records.get(id) else {
+                found.push(format!("{id} was answered but has no record"));
+                continue;
+            };
+            let effects = run.world.effects(id);
+            if record.tool == UNSAFE && effects.len() > 1 {
+                found.push(format!(
+                    "{id} ({UNSAFE}, unsafe) took effect {} times",
+                    effects.len()
+                ));
+            }
+            let wrong = match &record.state {
+                OpState::Completed { result } if !effects.contains(&result.resource_ref) => {
+                    Some("completed with a resource the external system never created")
+                }
+                OpState::Failed { .. } if !effects.is_empty() => {
+                    Some("failed although the external system performed it")
+                }
+                OpState::Released { .. } if !effects.is_empty() && !run.world.lied_about(id) => {
+                    Some("released although it took effect and nobody said otherwise")
+                }
+                OpState::Processing { .. } => {
+                    Some("still processing long after every lease lapsed")
+                }
+                _ => None,
+            };
+            if let Some(wrong) = wrong {
+                found.push(format!("{id} ({}): {wrong}", record.tool));
+            }
+        }
+    }
+    found
+}
+
+fn records_of(store: &MemoryStore) -> BTreeMap<OperationId, OperationRecord> {
+    let mut records = BTreeMap::new();
+    store.each_record(|r| {
+        records.insert(r.id, r.clone());
+    });
+    records
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

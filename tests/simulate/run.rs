@@ -1,0 +1,210 @@
+//! One simulated run: a seed becomes faults, a fleet of agents with their intents, an operator
+//! and a schedule of crashes and clock jumps; all of it runs on one thread under paused time,
+//! so the seed alone decides every interleaving. Then the node settles and the checkers look.
+
+use crate::agents::{self, Intent, Run};
+use crate::check::check;
+use crate::faults::Faults;
+use crate::node::{Node, PARTITIONS};
+use crate::rng::Rng;
+use crate::world::{KEYED, UNSAFE, World};
+use opledger::config::Config;
+use opledger::log::model::EventLog;
+use sha2::{Digest, Sha256};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// What a run came to.
+pub struct Outcome {
+    /// The faults the seed enabled.
+    pub faults: Faults,
+    /// Broken promises (empty: all kept).
+    pub violations: Vec<String>,
+    /// Everything the agents received and the log's every byte, hashed: equal for two runs
+    /// of one seed, or the simulation is not deterministic.
+    pub trace: [u8; 32],
+    /// Effects the external world performed.
+    pub effects: u64,
+    /// Events in the log.
+    pub events: u64,
+}
+
+/// How long a run may take in simulated time before it counts as hung.
+const RUN_LIMIT: Duration = Duration::from_secs(4 * 3600);
+/// How long the node runs on after the agents are done: leases lapse and recovery settles.
+const SETTLE: Duration = Duration::from_secs(300);
+
+/// Runs `seed` with `steps` intents.
+pub fn run(seed: u64, steps: u32) -> Outcome {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    runtime.block_on(simulate(seed, steps))
+}
+
+fn config(short_retention: bool) -> Config {
+    let retention = if short_retention { "2m" } else { "7d" };
+    Config::parse(&format!(
+        r#"
+[[principal]]
+id = "fleet"
+token = "token-fleet-0123456789"
+roles = ["agent"]
+tools = ["*"]
+
+[[principal]]
+id = "ops"
+token = "token-ops-0123456789"
+roles = ["operator"]
+
+[[tool]]
+name = "{KEYED}"
+class = "keyed"
+loss = "high"
+lease = "10s"
+retention = "{retention}"
+status_url = "http://tickets.invalid/status/{{operation_id}}"
+[tool.fingerprint]
+target = ["title"]
+
+[[tool]]
+name = "{UNSAFE}"
+class = "unsafe"
+loss = "high"
+lease = "10s"
+[tool.fingerprint]
+amount = ["amount"]
+recipient = ["to"]
+"#
+    ))
+    .expect("the simulation's config is valid")
+}
+
+async fn simulate(seed: u64, steps: u32) -> Outcome {
+    let mut rng = Rng::new(seed);
+    let faults = Faults::draw(&mut rng);
+    let world = Arc::new(World::new(faults.clone(), rng.fork()));
+    let config = config(faults.short_retention);
+    let principal = |id: &str| {
+        config
+            .principals_by_token
+            .values()
+            .find(|p| p.id == id)
+            .expect("declared")
+            .clone()
+    };
+    let (agent, operator) = (principal("fleet"), principal("ops"));
+    let node = Node::new(config.clone(), world.clone());
+    let run = Arc::new(Run {
+        node: node.clone(),
+        world: world.clone(),
+        faults: faults.clone(),
+        agent,
+        operator,
+        seen: Mutex::default(),
+        ids: Mutex::default(),
+        breaches: Mutex::default(),
+        trace: Mutex::new(Sha256::new()),
+    });
+    let finished = tokio::time::timeout(RUN_LIMIT, drive(&run, &mut rng, steps)).await;
+    let mut violations = match finished {
+        Ok(()) => check(&run).await,
+        Err(_) => vec![format!(
+            "the run did not settle within {RUN_LIMIT:?} of simulated time"
+        )],
+    };
+    violations.dedup();
+    let mut trace = lock(&run.trace).clone();
+    let log = node.log();
+    let mut events = 0;
+    for partition in 0..PARTITIONS {
+        for r in log.read(partition, 0, usize::MAX).await.unwrap_or_default() {
+            trace.update(r.key);
+            trace.update(r.timestamp_ms.to_be_bytes());
+            trace.update(&r.payload);
+            events += 1;
+        }
+    }
+    Outcome {
+        faults,
+        violations,
+        trace: trace.finalize().into(),
+        effects: world.performed(),
+        events,
+    }
+}
+
+/// Starts the node, lets the fleet work its intents under the faults, then lets it settle.
+async fn drive(run: &Arc<Run>, rng: &mut Rng, steps: u32) {
+    run.node.start(false).await;
+    let agents = rng.between(2, 6) as usize;
+    let mut plans: Vec<Vec<Intent>> = vec![Vec::new(); agents];
+    for i in 0..steps {
+        let tool = if rng.chance(500) { KEYED } else { UNSAFE };
+        let intent = Intent {
+            tool,
+            key: format!("intent-{i}"),
+            request: serde_json::json!({"title": format!("t{}", i % 5), "to": format!("u{}", i % 7), "amount": i}),
+        };
+        let a = rng.below(agents as u64) as usize;
+        // Fleets send the same intent twice now and then (two workers picked the same job).
+        if rng.chance(150) {
+            plans[(a + 1) % agents].push(intent.clone());
+        }
+        plans[a].push(intent);
+    }
+    let mut fleet = JoinSet::new();
+    for (me, intents) in plans.into_iter().enumerate() {
+        fleet.spawn(agents::agent(run.clone(), me, intents, rng.fork()));
+    }
+    let (done, finished) = watch::channel(false);
+    let operator = run
+        .faults
+        .operator
+        .then(|| tokio::spawn(agents::operator(run.clone(), rng.fork(), finished)));
+    let chaos = tokio::spawn(chaos(run.clone(), rng.fork()));
+    while fleet.join_next().await.is_some() {}
+    done.send_replace(true);
+    let _ = chaos.await;
+    if let Some(operator) = operator {
+        let _ = operator.await;
+    }
+    tokio::time::sleep(SETTLE).await;
+    run.node.stop().await;
+}
+
+/// The node's crashes and clock jumps, at times the seed chooses.
+async fn chaos(run: Arc<Run>, mut rng: Rng) {
+    let f = &run.faults;
+    let mut at: Vec<(u64, bool)> = Vec::new();
+    for crash in (0..f.crashes)
+        .map(|_| true)
+        .chain((0..f.clock_jumps).map(|_| false))
+    {
+        at.push((rng.between(0, 90_000), crash));
+    }
+    at.sort_unstable();
+    let start = tokio::time::Instant::now();
+    for (ms, crash) in at {
+        tokio::time::sleep_until(start + Duration::from_millis(ms)).await;
+        if !crash {
+            run.node.jump_clock(rng.between(1_000, 120_000));
+            continue;
+        }
+        run.node.crash().await;
+        tokio::time::sleep(Duration::from_millis(rng.between(0, 5_000))).await;
+        if f.clock_jumps > 0 && rng.chance(500) {
+            run.node.set_back_next_clock(rng.between(1, 60_000));
+        }
+        let lost = rng.chance(f.lost_projection);
+        run.node.start(lost).await;
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
