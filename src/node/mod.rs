@@ -125,6 +125,10 @@ impl Node {
     /// partition's projection is first brought up to the log's end (reporting progress); on
     /// Kafka the node joins the cluster and runs what the groups assign it.
     pub async fn start(config: &Config, progress: impl FnMut(Progress)) -> Result<Self, NodeError> {
+        faults::arm_crash_from_env().map_err(|source| NodeError::OpenLog {
+            dir: config.data_dir.join("log"),
+            source,
+        })?;
         let log = open_log(config).await?;
         let projection = open_projection(config, &log)?;
         let store: SharedStore = Arc::new(projection.clone());

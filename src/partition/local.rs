@@ -91,9 +91,13 @@ impl<L: EventLog> Shared<L> {
             key: scope.0,
             payload,
         };
+        let number = (!own_event).then(super::crash::before_append);
         if let Err(e) = self.log.append(partition, vec![record]).await {
             tracing::error!(partition, scope = %scope.prefix(), error = %e, "append failed");
             return Err(PartitionError::Unavailable(e.to_string()));
+        }
+        if let Some(n) = number {
+            super::crash::after_append(n);
         }
         Ok(async move {
             let _pending = pending;

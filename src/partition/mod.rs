@@ -24,6 +24,7 @@
 //! request for a partition nobody serves is refused at once ([`PartitionError::NotServing`],
 //! retriable) and appends nothing.
 
+pub mod crash;
 pub mod fold;
 pub mod follower;
 pub mod history;

@@ -278,6 +278,11 @@ impl Server {
         self.child.wait().expect("reaped");
     }
 
+    /// Waits for the process to end by itself (an injected crash) and says how it ended.
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        self.child.wait().expect("reaped")
+    }
+
     /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

@@ -1,0 +1,64 @@
+//! Crash points, for the tests that kill the real binary: `OPLEDGER_FAULTS` (see
+//! `node::faults`) arms one, and the process then dies at exactly that point — as `kill -9`
+//! would, running no destructor and flushing nothing — instead of wherever a racing signal
+//! happens to land.
+//!
+//! * after the N-th event appended for a caller is durable, before it is folded or answered
+//!   ("appended but not yet answered");
+//! * before the N-th event for a caller is appended: a caller that waits for each answer
+//!   before it sends the next has had every earlier answer, while the projection's writes
+//!   behind those answers may not have reached it yet ("answered but not yet applied").
+//!
+//! Counting starts at 1 and covers only callers' events (not the node's own ownership
+//! events). Unarmed — always, outside those tests — each point costs one atomic load.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Where the process dies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Point {
+    /// Right after the N-th caller's event is durable.
+    AfterAppend,
+    /// Right before the N-th caller's event is appended.
+    BeforeAppend,
+}
+
+/// 0: unarmed; otherwise the event number (from 1) at which to die.
+static AT: AtomicU64 = AtomicU64::new(0);
+/// 1: `AfterAppend`, 2: `BeforeAppend`.
+static POINT: AtomicU64 = AtomicU64::new(0);
+/// Callers' events counted so far.
+static SEEN: AtomicU64 = AtomicU64::new(0);
+
+/// Arms the crash point `point` at the `n`-th caller's event (`n` ≥ 1). Called once, at start.
+pub fn arm(point: Point, n: u64) {
+    POINT.store(
+        match point {
+            Point::AfterAppend => 1,
+            Point::BeforeAppend => 2,
+        },
+        Ordering::SeqCst,
+    );
+    AT.store(n, Ordering::SeqCst);
+}
+
+/// A caller's event is about to be appended: the number it will have.
+pub(super) fn before_append() -> u64 {
+    let n = SEEN.fetch_add(1, Ordering::SeqCst) + 1;
+    if AT.load(Ordering::Relaxed) == n && POINT.load(Ordering::SeqCst) == 2 {
+        die(n, "before appending it");
+    }
+    n
+}
+
+/// The caller's event numbered `n` is durable.
+pub(super) fn after_append(n: u64) {
+    if AT.load(Ordering::Relaxed) == n && POINT.load(Ordering::SeqCst) == 1 {
+        die(n, "after it became durable, before it was answered");
+    }
+}
+
+fn die(n: u64, when: &str) -> ! {
+    eprintln!("OPLEDGER_FAULTS: the process dies at caller event {n}, {when} (an injected crash)");
+    std::process::abort()
+}
