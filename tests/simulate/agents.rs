@@ -9,7 +9,7 @@ use crate::rng::Rng;
 use crate::world::{Call, KEYED, World};
 use opledger::config::Principal;
 use opledger::core::decision::Decision;
-use opledger::core::event::{BusinessResult, ResolvedOutcome};
+use opledger::core::event::{BusinessResult, FailureKind, ResolvedOutcome};
 use opledger::core::key::OperationId;
 use opledger::core::operation::{OpState, OperationRecord};
 use opledger::ledger::{ClaimInput, Claimed, Ledger, LedgerError, OperatorCommand, Report};
@@ -36,6 +36,8 @@ pub struct Intent {
 pub struct Seen {
     /// Which agent.
     pub agent: usize,
+    /// The decision it was answered.
+    pub decision: Decision,
     /// The record it was answered with.
     pub record: OperationRecord,
 }
@@ -98,6 +100,7 @@ impl Run {
             ));
             lock(&self.seen).push(Seen {
                 agent,
+                decision: answer.decision.clone(),
                 record: record.clone(),
             });
         }
@@ -167,14 +170,15 @@ async fn work(run: &Run, me: usize, intent: &Intent, rng: &mut Rng) {
             .or_default()
             .insert(record.id);
         match answer.decision {
-            Decision::Execute => {
-                if execute(run, me, intent, &record, &holder, rng).await {
-                    return;
+            Decision::Execute => match execute(run, me, intent, &record, &holder, rng).await {
+                Next::Done => return,
+                Next::Again => pause(rng, 100, 3_000).await,
+                Next::Crashed => {
+                    // Back after a while, under a new name.
+                    life += 1;
+                    pause(rng, 1_000, 30_000).await;
                 }
-                // Crashed: back after a while, under a new name.
-                life += 1;
-                pause(rng, 1_000, 30_000).await;
-            }
+            },
             Decision::Replay | Decision::KeyExpired => return,
             Decision::InProgress => pause(rng, 1_000, 15_000).await,
             Decision::OutcomeUnknown | Decision::Manual => {
@@ -193,7 +197,17 @@ async fn work(run: &Run, me: usize, intent: &Intent, rng: &mut Rng) {
     }
 }
 
-/// Calls the tool and reports; false if the agent crashed on the way.
+/// What an executor does after its execution.
+enum Next {
+    /// Reported: the intent is settled for this agent.
+    Done,
+    /// Reported not accepted: the key is free, claim again.
+    Again,
+    /// Crashed on the way.
+    Crashed,
+}
+
+/// Calls the tool and reports what happened.
 async fn execute(
     run: &Run,
     me: usize,
@@ -201,10 +215,13 @@ async fn execute(
     record: &OperationRecord,
     holder: &str,
     rng: &mut Rng,
-) -> bool {
+) -> Next {
     let crash = run.faults.agent_crashes / 2;
     if rng.chance(crash) {
-        return false;
+        return Next::Crashed;
+    }
+    if rng.chance(run.faults.heartbeats) {
+        send_report(run, me, record, holder, &Report::Heartbeat, rng).await;
     }
     let mut call = run.world.call(intent.tool, record.id).await;
     // A keyed tool may be called again with the same operation id: the system dedupes it.
@@ -212,11 +229,25 @@ async fn execute(
         call = run.world.call(intent.tool, record.id).await;
     }
     if rng.chance(crash) {
-        return false;
+        return Next::Crashed;
     }
-    let report = match call {
-        Call::Done(resource_ref) => Report::Complete(result_of(resource_ref)),
-        Call::TimedOut => Report::Unknown,
+    let (report, next) = match call {
+        Call::Done(resource_ref) => (Report::Complete(result_of(resource_ref)), Next::Done),
+        Call::TimedOut => (Report::Unknown, Next::Done),
+        Call::Declined(code) => (
+            Report::Fail {
+                kind: FailureKind::Definite,
+                code,
+            },
+            Next::Done,
+        ),
+        Call::Refused => (
+            Report::Fail {
+                kind: FailureKind::NotAccepted,
+                code: "unavailable".into(),
+            },
+            Next::Again,
+        ),
     };
     let times = if rng.chance(run.faults.duplicated_reports) {
         2
@@ -226,7 +257,7 @@ async fn execute(
     for _ in 0..times {
         send_report(run, me, record, holder, &report, rng).await;
     }
-    true
+    next
 }
 
 /// The business result an executor reports for a resource (and an operator resolves with).

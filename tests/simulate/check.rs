@@ -6,12 +6,14 @@ use crate::agents::Run;
 use crate::node::PARTITIONS;
 use crate::world::UNSAFE;
 use opledger::consumers::audit::audit;
+use opledger::core::decision::Decision;
 use opledger::core::key::OperationId;
 use opledger::core::operation::{OpState, OperationRecord};
 use opledger::log::model::EventLog;
 use opledger::partition::fold::{Answers, Deadlines, fold_batch};
+use opledger::partition::follower::Follower;
 use opledger::projection::memory::MemoryStore;
-use opledger::projection::{Position, ProjectionStore};
+use opledger::projection::{Position, ProjectionStore, SharedStore};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -20,9 +22,29 @@ pub async fn check(run: &Run) -> Vec<String> {
     let mut found: Vec<String> = lock(&run.breaches).clone();
     found.extend(lock(&run.node.failures).iter().cloned());
     let log = run.node.log();
+    // A stop may leave the last events unapplied (the arbiter sees the stop first): a restart
+    // would apply them; so does this, before the projection is compared.
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    for partition in 0..PARTITIONS {
+        let store: SharedStore = run.node.store();
+        match Follower::new(partition, Arc::new(log.reopen()), store) {
+            Ok(mut follower) => {
+                if let Err(e) = follower.catch_up_unless(&stopped).await {
+                    found.push(format!(
+                        "partition {partition}: the projection does not catch up: {e}"
+                    ));
+                }
+            }
+            Err(e) => found.push(format!("partition {partition}: no follower: {e}")),
+        }
+    }
     // The log folded afresh, one partition in one batch: what any replay must arrive at.
     let fresh = MemoryStore::new();
-    let mut answered: BTreeMap<(OperationId, u64), Vec<OperationRecord>> = BTreeMap::new();
+    // Every (decision, record) an event of the log produced for a waiting caller, and each
+    // operation's records in log order.
+    let mut answered: BTreeMap<(OperationId, u64), Vec<(Decision, OperationRecord)>> =
+        BTreeMap::new();
+    let mut history: BTreeMap<OperationId, Vec<OperationRecord>> = BTreeMap::new();
     for partition in 0..PARTITIONS {
         let records = match log.read(partition, 0, usize::MAX).await {
             Ok(records) => records,
@@ -45,11 +67,14 @@ pub async fn check(run: &Run) -> Vec<String> {
                 continue;
             }
         };
-        for record in folded.applied.iter().filter_map(|a| a.record.clone()) {
-            answered
-                .entry((record.id, record.version))
-                .or_default()
-                .push(record);
+        for a in &folded.applied {
+            if let Some(record) = &a.record {
+                history.entry(record.id).or_default().push(record.clone());
+                answered
+                    .entry((record.id, record.version))
+                    .or_default()
+                    .push((a.decision.clone(), record.clone()));
+            }
         }
         let position = folded.position;
         if let Err(e) = fresh.commit(partition, position, folded.changes).await {
@@ -91,11 +116,12 @@ pub async fn check(run: &Run) -> Vec<String> {
         let r = &seen.record;
         let logged = answered
             .get(&(r.id, r.version))
-            .is_some_and(|v| v.contains(r));
+            .is_some_and(|v| v.iter().any(|(d, l)| *d == seen.decision && l == r));
         if !logged {
             found.push(format!(
-                "agent {} was answered version {} of {} ({}), which no event of the log produced",
+                "agent {} was answered {} with version {} of {} ({}), which no event of the log decided",
                 seen.agent,
+                seen.decision.code(),
                 r.version,
                 r.id,
                 r.state.name()
@@ -117,7 +143,7 @@ pub async fn check(run: &Run) -> Vec<String> {
             ));
         }
     }
-    found.extend(effects_agree(run, &folded));
+    found.extend(effects_agree(run, &folded, &history));
     // The auditor's digest and chain root are the same however often the log is replayed.
     let log = Arc::new(log);
     let twice = [audit(log.clone(), |_| {}).await, audit(log, |_| {}).await];
@@ -134,14 +160,33 @@ pub async fn check(run: &Run) -> Vec<String> {
 }
 
 /// The ledger's final word on every operation agrees with what the external world did.
-fn effects_agree(run: &Run, records: &BTreeMap<OperationId, OperationRecord>) -> Vec<String> {
+fn effects_agree(
+    run: &Run,
+    records: &BTreeMap<OperationId, OperationRecord>,
+    history: &BTreeMap<OperationId, Vec<OperationRecord>>,
+) -> Vec<String> {
     let mut found = Vec::new();
     for ids in lock(&run.ids).values() {
         for id in ids {
-            let Some(record) = records.get(id) else {
+            let Some(mut record) = records.get(id) else {
                 found.push(format!("{id} was answered but has no record"));
                 continue;
             };
+            // An expired operation is judged by how it had settled before its answer expired.
+            if matches!(record.state, OpState::Expired { .. }) {
+                let settled = history.get(id).and_then(|h| {
+                    h.iter()
+                        .rev()
+                        .find(|r| !matches!(r.state, OpState::Expired { .. }))
+                });
+                match settled {
+                    Some(settled) => record = settled,
+                    None => {
+                        found.push(format!("{id} expired, but no event shows how it settled"));
+                        continue;
+                    }
+                }
+            }
             let effects = run.world.effects(id);
             if record.tool == UNSAFE && effects.len() > 1 {
                 found.push(format!(

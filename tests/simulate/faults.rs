@@ -10,8 +10,10 @@ use std::fmt;
 pub struct Faults {
     /// Node crashes (kill -9 at whatever await point the node is at), each followed by a restart.
     pub crashes: u32,
-    /// Of the restarts, how many per mille find their projection lost (rebuilt from the log).
-    pub lost_projection: u32,
+    /// Of the restarts, how many per mille follow a clean stop (the projection is kept, as
+    /// `serve` keeps it after SIGTERM); the others follow kill -9, after which `serve` never
+    /// resumes the projection: it is rebuilt from the log.
+    pub clean_restarts: u32,
     /// Answers of the ledger an agent never gets (the connection drops after the decision).
     pub lost_replies: u32,
     /// Reports an agent sends twice (a retry of a request that did arrive).
@@ -22,6 +24,13 @@ pub struct Faults {
     pub applied_then_dropped: u32,
     /// Tool calls that time out before the external system applied them.
     pub timed_out: u32,
+    /// Tool calls the external system declines for good (a business error, no effect).
+    pub declined: u32,
+    /// Tool calls refused before they were accepted (the system was unavailable): the
+    /// executor reports them not accepted and the key is released.
+    pub refused: u32,
+    /// Executors that heartbeat before they call the tool.
+    pub heartbeats: u32,
     /// Effects the status endpoint does not show yet for a few queries (it lies by being late).
     pub status_late: u32,
     /// Status queries that time out.
@@ -49,12 +58,15 @@ impl Faults {
         };
         let mut f = Self {
             crashes: rate(4),
-            lost_projection: rate(1000),
+            clean_restarts: rate(1000),
             lost_replies: rate(300),
             duplicated_reports: rate(500),
             agent_crashes: rate(300),
             applied_then_dropped: rate(400),
             timed_out: rate(300),
+            declined: rate(300),
+            refused: rate(300),
+            heartbeats: rate(1000),
             status_late: rate(1000),
             status_silent: rate(500),
             status_limited: rate(500),
@@ -64,7 +76,7 @@ impl Faults {
         f.operator = rng.chance(500);
         f.short_retention = rng.chance(500);
         if f.crashes == 0 {
-            f.lost_projection = 0;
+            f.clean_restarts = 0;
         }
         f
     }
@@ -74,12 +86,15 @@ impl fmt::Display for Faults {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let rates = [
             ("crashes", self.crashes),
-            ("lost_projection", self.lost_projection),
+            ("clean_restarts", self.clean_restarts),
             ("lost_replies", self.lost_replies),
             ("duplicated_reports", self.duplicated_reports),
             ("agent_crashes", self.agent_crashes),
             ("applied_then_dropped", self.applied_then_dropped),
             ("timed_out", self.timed_out),
+            ("declined", self.declined),
+            ("refused", self.refused),
+            ("heartbeats", self.heartbeats),
             ("status_late", self.status_late),
             ("status_silent", self.status_silent),
             ("status_limited", self.status_limited),

@@ -20,6 +20,7 @@ mod faults;
 mod node;
 mod rng;
 mod run;
+mod seams;
 mod world;
 
 use std::sync::Mutex;
@@ -131,15 +132,18 @@ struct Tally {
 /// Runs `seed` (twice for a share of seeds, with storage faults on disk for a tenth) and adds
 /// it to `tally`.
 fn one_seed(seed: u64, o: &Options, tally: &Mutex<Tally>) {
-    let outcome = run::run(seed, o.steps);
+    let outcome = guarded(|| run::run(seed, o.steps));
     let mut violations = outcome.violations.clone();
     let twice = o.one || seed % 1000 < o.twice;
-    if twice && run::run(seed, o.steps).trace != outcome.trace {
+    if twice && guarded(|| run::run(seed, o.steps)).trace != outcome.trace {
         violations.push("not deterministic: a second run of the seed took another course".into());
     }
     let disk = o.one || seed.is_multiple_of(10);
     if disk {
-        violations.extend(disk::run(seed));
+        match std::panic::catch_unwind(|| disk::run(seed)) {
+            Ok(found) => violations.extend(found),
+            Err(_) => violations.push("the disk run panicked (see above)".into()),
+        }
     }
     let faults = outcome.faults.to_string();
     if o.list || o.one {
@@ -250,12 +254,23 @@ fn main() {
     }
 }
 
+/// A run that panicked is a failed run of its seed, not the end of every other seed's.
+fn guarded(run: impl FnOnce() -> run::Outcome + std::panic::UnwindSafe) -> run::Outcome {
+    std::panic::catch_unwind(run).unwrap_or_else(|_| run::Outcome {
+        faults: Default::default(),
+        violations: vec!["the run panicked (see above)".into()],
+        trace: [0; 32],
+        effects: 0,
+        events: 0,
+    })
+}
+
 /// The fewest steps (halving) with which `seed` still fails.
 fn shrink(seed: u64, steps: u32) -> u32 {
     let mut best = steps;
     let mut next = steps / 2;
     while next >= 1 {
-        if run::run(seed, next).violations.is_empty() {
+        if guarded(|| run::run(seed, next)).violations.is_empty() {
             break;
         }
         best = next;

@@ -5,6 +5,8 @@
 //! await point) and cuts the calls under way; a restart opens the same log, with its
 //! projection as it was or lost.
 
+use crate::rng::Rng;
+use crate::seams::SimLog;
 use crate::world::World;
 use opledger::clock::SharedClock;
 use opledger::cluster::router::Router;
@@ -84,13 +86,15 @@ pub struct Node {
     /// Skew of the next process's clock.
     skew_ms: AtomicI64,
     generation: AtomicU64,
+    /// Latency of the log's appends.
+    latency: Arc<Mutex<Rng>>,
     /// What stopped a task of the node other than a crash (each is a finding).
     pub failures: Mutex<Vec<String>>,
 }
 
 impl Node {
     /// A node of `config` over an empty log, not started.
-    pub fn new(config: Config, world: Arc<World>) -> Arc<Self> {
+    pub fn new(config: Config, world: Arc<World>, latency: Rng) -> Arc<Self> {
         let started = tokio::time::Instant::now();
         let clock = NodeClock::new(started, 0);
         Arc::new(Self {
@@ -103,6 +107,7 @@ impl Node {
             crashes: watch::Sender::new(0),
             skew_ms: AtomicI64::new(0),
             generation: AtomicU64::new(0),
+            latency: Arc::new(Mutex::new(latency)),
             failures: Mutex::new(Vec::new()),
         })
     }
@@ -151,7 +156,10 @@ impl Node {
         let ownership = Arc::new(Ownership::new(PARTITIONS));
         let consuming = Arc::new(Ownership::new(PARTITIONS));
         let shared = Arc::new(Shared {
-            log: Arc::new(self.log.with_clock(clock.clone())),
+            log: Arc::new(SimLog::new(
+                self.log.with_clock(clock.clone()),
+                self.latency.clone(),
+            )),
             store,
             replies: Arc::new(Replies::with_node(generation)),
             ownership: ownership.clone(),
@@ -235,16 +243,27 @@ impl Node {
         };
         self.crashes.send_modify(|n| *n += 1);
         process.tasks.abort_all();
-        while process.tasks.join_next().await.is_some() {}
+        self.reap(process).await;
     }
 
     /// Stops the process cleanly: its tasks see the stop and end.
     pub async fn stop(&self) {
-        let Some(mut process) = lock(&self.process).take() else {
+        let Some(process) = lock(&self.process).take() else {
             return;
         };
         process.stop.send_replace(true);
-        while process.tasks.join_next().await.is_some() {}
+        self.reap(process).await;
+    }
+
+    /// Waits for every task of `process` to end; a panic is a finding.
+    async fn reap(&self, mut process: Process) {
+        while let Some(ended) = process.tasks.join_next().await {
+            if let Err(e) = ended
+                && e.is_panic()
+            {
+                lock(&self.failures).push(format!("a task of the node panicked: {e}"));
+            }
+        }
     }
 }
 

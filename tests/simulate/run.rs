@@ -98,7 +98,7 @@ async fn simulate(seed: u64, steps: u32) -> Outcome {
             .clone()
     };
     let (agent, operator) = (principal("fleet"), principal("ops"));
-    let node = Node::new(config.clone(), world.clone());
+    let node = Node::new(config.clone(), world.clone(), rng.fork());
     let run = Arc::new(Run {
         node: node.clone(),
         world: world.clone(),
@@ -167,11 +167,17 @@ async fn drive(run: &Arc<Run>, rng: &mut Rng, steps: u32) {
         .operator
         .then(|| tokio::spawn(agents::operator(run.clone(), rng.fork(), finished)));
     let chaos = tokio::spawn(chaos(run.clone(), rng.fork()));
-    while fleet.join_next().await.is_some() {}
+    let mut ended = Vec::new();
+    while let Some(agent) = fleet.join_next().await {
+        ended.push(agent);
+    }
     done.send_replace(true);
-    let _ = chaos.await;
+    ended.push(chaos.await);
     if let Some(operator) = operator {
-        let _ = operator.await;
+        ended.push(operator.await);
+    }
+    for e in ended.into_iter().filter_map(Result::err) {
+        lock(&run.breaches).push(format!("a task of the simulation ended badly: {e}"));
     }
     tokio::time::sleep(SETTLE).await;
     run.node.stop().await;
@@ -195,13 +201,18 @@ async fn chaos(run: Arc<Run>, mut rng: Rng) {
             run.node.jump_clock(rng.between(1_000, 120_000));
             continue;
         }
-        run.node.crash().await;
+        let clean = rng.chance(f.clean_restarts);
+        if clean {
+            run.node.stop().await;
+        } else {
+            run.node.crash().await;
+        }
         tokio::time::sleep(Duration::from_millis(rng.between(0, 5_000))).await;
         if f.clock_jumps > 0 && rng.chance(500) {
             run.node.set_back_next_clock(rng.between(1, 60_000));
         }
-        let lost = rng.chance(f.lost_projection);
-        run.node.start(lost).await;
+        // After kill -9 `serve` never resumes the projection: it rebuilds it from the log.
+        run.node.start(!clean).await;
     }
 }
 

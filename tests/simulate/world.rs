@@ -32,7 +32,14 @@ pub enum Call {
     Done(String),
     /// No answer in time: the effect may or may not have happened.
     TimedOut,
+    /// Declined for good, with this business error code: nothing happened.
+    Declined(String),
+    /// Refused before it was accepted (503): nothing happened, and a retry may succeed.
+    Refused,
 }
+
+/// The business error code of a declined call.
+pub const DECLINED: &str = "declined";
 
 #[derive(Default)]
 struct State {
@@ -47,6 +54,8 @@ struct State {
     lied_about: BTreeSet<OperationId>,
     /// Effects performed in all.
     performed: u64,
+    /// Keyed operations the system declined (it answers their repeats and status the same).
+    declined: BTreeSet<OperationId>,
 }
 
 /// The external systems of one run.
@@ -94,8 +103,20 @@ impl World {
             tokio::time::sleep(Duration::from_secs(5)).await;
             return Call::TimedOut;
         }
+        if self.chance(self.faults.refused) {
+            return Call::Refused;
+        }
+        let decline = self.chance(self.faults.declined);
         let resource = {
             let mut state = lock(&self.state);
+            let first_call = !state.effects.contains_key(&id);
+            if tool == KEYED && (state.declined.contains(&id) || (decline && first_call)) {
+                state.declined.insert(id);
+                return Call::Declined(DECLINED.into());
+            }
+            if tool != KEYED && decline {
+                return Call::Declined(DECLINED.into());
+            }
             let existing = state.effects.get(&id).and_then(|e| e.first()).cloned();
             match existing {
                 Some(first) if tool == KEYED => first,
@@ -162,6 +183,11 @@ impl World {
             _ => false,
         };
         let first = state.effects.get(&id).and_then(|e| e.first()).cloned();
+        if first.is_none() && state.declined.contains(&id) {
+            return Scripted::Failed {
+                code: DECLINED.into(),
+            };
+        }
         match first {
             Some(resource_ref) if !hidden => Scripted::Succeeded {
                 resource_ref,
@@ -196,8 +222,9 @@ impl StatusClient for World {
                 Some((status, retry_after, body)) => {
                     interpret(status, retry_after.as_deref(), &body, &contract.fingerprint)
                 }
+                // As the HTTP client's own timeout would end it.
                 None => {
-                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    tokio::time::sleep(Duration::from_secs(3)).await;
                     inconclusive("timeout", None)
                 }
             }

@@ -25,8 +25,10 @@
 //!
 //! What this cannot tell apart: a block of the last unit that the disk lost and now reads as
 //! zeros, after a crash, looks like a block the crash never wrote, and is cut; so is a flipped
-//! bit in the last unit's commit frame when the file ends a few bytes past a block boundary
-//! and those bytes are zero anyway (the high bytes of its counts).
+//! bit that zeroes the last non-zero byte of the file when the file ends a few bytes past a
+//! block boundary inside the commit frame. The other way round, a power loss that took only 1–3
+//! bytes at the start of the last unit (the rest of the previous unit's block) is refused: it
+//! cannot be told from a flipped bit in a length.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
@@ -165,7 +167,7 @@ fn judge_tail(tail: &[u8], base: u64, first: Offset, bad: usize, unclosed: bool)
         }
     }
     let end = own_commit.unwrap_or(tail.len());
-    if unclosed || zero_block(tail, base, bad, end) {
+    if unclosed || zero_block(tail, base, first, bad, end) {
         return Verdict::Torn;
     }
     if own_commit.is_some() {
@@ -183,12 +185,13 @@ fn judge_tail(tail: &[u8], base: u64, first: Offset, bad: usize, unclosed: bool)
 
 /// Whether `tail[bad..end]` holds bytes no write of ours left: a frame prefix of zeros (a
 /// length of 0 is never written), or a block that never reached the disk and reads as zeros.
-/// The blocks are the file's 512-byte blocks clipped to the unit: a whole one, the rest of
-/// the block the previous unit ended in (when the unit's first frame is what failed), or the
-/// file's last, partial block (when the commit frame it holds is what failed). Natural zeros
-/// are common in the high bytes of little-endian fields, so a piece shorter than a commit frame
-/// counts only where it is the very part that failed.
-fn zero_block(tail: &[u8], base: u64, bad: usize, end: usize) -> bool {
+/// The blocks are the file's 512-byte blocks clipped to the unit: a whole one; the rest of the
+/// block the previous unit ended in, when the unit's first frame is what failed and the zeros
+/// cover its length field (whose top byte is never 0); or the file's last, partial block, when
+/// the commit frame it holds is otherwise exactly the one the writer wrote for these records.
+/// Shorter zero runs are common in the high bytes of little-endian fields, so they alone prove
+/// nothing.
+fn zero_block(tail: &[u8], base: u64, first: Offset, bad: usize, end: usize) -> bool {
     let zero = |bytes: &[u8]| bytes.iter().all(|&b| b == 0);
     if tail
         .get(bad..(bad + frame::PREFIX_LEN).min(end))
@@ -197,7 +200,7 @@ fn zero_block(tail: &[u8], base: u64, bad: usize, end: usize) -> bool {
         return true;
     }
     let to_boundary = (base.div_ceil(BLOCK) * BLOCK - base) as usize;
-    if bad == 0 && to_boundary >= 2 && to_boundary <= end && zero(&tail[..to_boundary]) {
+    if bad == 0 && to_boundary >= 4 && to_boundary <= end && zero(&tail[..to_boundary]) {
         return true;
     }
     let first_block = (base + bad as u64).div_ceil(BLOCK) * BLOCK;
@@ -206,9 +209,37 @@ fn zero_block(tail: &[u8], base: u64, bad: usize, end: usize) -> bool {
         .any(|block| {
             let from = (block - base) as usize;
             let to = (from + BLOCK as usize).min(end);
-            let last_of_file = to == tail.len() && bad + frame::COMMIT_LEN >= tail.len();
-            (to - from >= frame::COMMIT_LEN || last_of_file) && zero(&tail[from..to])
+            let lost_end = to == tail.len() && commit_lost_its_end(tail, first, bad, from);
+            (to - from >= frame::COMMIT_LEN || lost_end) && zero(&tail[from..to])
         })
+}
+
+/// Whether `tail` ends with the unit's commit frame at `bad` exactly as the writer wrote it for
+/// the records before it (their first offset, count and bytes) except for its bytes from
+/// `from` on: the file's last block was lost, not a bit flipped.
+fn commit_lost_its_end(tail: &[u8], first: Offset, bad: usize, from: usize) -> bool {
+    if tail.len() != bad + frame::COMMIT_LEN || from < bad {
+        return false;
+    }
+    let (Some(records), Ok(bytes)) = (whole_records(&tail[..bad]), u32::try_from(bad)) else {
+        return false;
+    };
+    let mut written = Vec::with_capacity(frame::COMMIT_LEN);
+    frame::encode_commit(&mut written, first, records, bytes);
+    tail[bad..from] == written[..from - bad]
+}
+
+/// How many frames `bytes` holds, if it is whole records and nothing else.
+fn whole_records(bytes: &[u8]) -> Option<u32> {
+    let (mut rest, mut body, mut n) = (bytes, Vec::new(), 0);
+    loop {
+        let remaining = rest.len() as u64;
+        match frame::read_frame(&mut rest, remaining, &mut body) {
+            Ok(FrameRead::End) => return Some(n),
+            Ok(FrameRead::Frame(_)) => n += 1,
+            _ => return None,
+        }
+    }
 }
 
 /// The bytes of `segment` from `from` up to `to` (its length when it was scanned: a running
@@ -399,14 +430,20 @@ mod tests {
             frame::encoded_len(600),
             false
         )));
-        // The first two bytes of the unit were the rest of the previous unit's block.
+        // A flipped bit in the commit frame elsewhere, with the same zeros at the end: the
+        // frame is not the one written for these records.
+        let mut d = u.clone();
+        d[u.len() - 8..].fill(0);
+        d[commit + 17] ^= 0x01;
+        assert!(acknowledged(judge_tail(&d, base, 10, commit, false)));
+        // The first four bytes of the unit were the rest of the previous unit's block.
+        let mut d = u.clone();
+        d[..4].fill(0);
+        assert_eq!(judge_tail(&d, BLOCK - 4, 10, 0, false), Verdict::Torn);
+        // Two or three zero bytes there are a length's low bytes as often as a lost block.
         let mut d = u.clone();
         d[..2].fill(0);
-        assert_eq!(judge_tail(&d, BLOCK - 2, 10, 0, false), Verdict::Torn);
-        // One zero byte there is a length's low byte as often as a lost block.
-        let mut d = u.clone();
-        d[0] = 0;
-        assert!(acknowledged(judge_tail(&d, BLOCK - 1, 10, 0, false)));
+        assert!(acknowledged(judge_tail(&d, BLOCK - 2, 10, 0, false)));
     }
 
     #[test]
