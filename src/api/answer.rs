@@ -27,15 +27,16 @@ pub fn status_of(decision: &Decision) -> StatusCode {
     }
 }
 
-/// Milliseconds since the epoch as RFC 3339 UTC.
+/// Milliseconds since the epoch as RFC 3339 UTC, always with three fractional digits (so
+/// that times line up and sort as text, `…T10:00:00.000Z` rather than `…T10:00:00Z`).
 pub fn rfc3339(ms: u64) -> String {
+    const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
     let nanos = i128::from(ms) * 1_000_000;
     time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
         .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
+        .and_then(|t| t.format(FORMAT).ok())
         .unwrap_or_default()
 }
 
@@ -256,4 +257,18 @@ pub fn reconciliation_item(record: &OperationRecord) -> Value {
         },
         "guidance": guidance,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rfc3339;
+
+    #[test]
+    fn times_always_have_three_fractional_digits() {
+        // 2023-11-14T22:13:20Z, on a whole second, a tenth and a millisecond past it.
+        let second = 1_700_000_000_000;
+        assert_eq!(rfc3339(second), "2023-11-14T22:13:20.000Z");
+        assert_eq!(rfc3339(second + 100), "2023-11-14T22:13:20.100Z");
+        assert_eq!(rfc3339(second + 7), "2023-11-14T22:13:20.007Z");
+    }
 }

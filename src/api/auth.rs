@@ -98,7 +98,10 @@ pub fn require(principal: &Principal, role: Role) -> Result<(), ApiError> {
         Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
-            format!("this principal lacks the {role:?} role"),
+            format!(
+                "this principal lacks the `{}` role (its `roles` in the config)",
+                role.as_str()
+            ),
         ))
     }
 }

@@ -78,6 +78,13 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/reconciliation", get(reconciliation))
         .route("/v1/admin/reload", post(reload))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such endpoint") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this endpoint does not take that method (the API reference lists each endpoint's methods)",
+            )
+        })
         .layer(axum::middleware::from_fn(echo_trace))
         .with_state(state)
 }

@@ -17,6 +17,17 @@ pub enum Role {
     Auditor,
 }
 
+impl Role {
+    /// The role as the config spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Agent => "agent",
+            Self::Operator => "operator",
+            Self::Auditor => "auditor",
+        }
+    }
+}
+
 /// An authenticated caller.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Principal {

@@ -1,0 +1,51 @@
+//! What a new user trips over, each fixed (and kept fixed) through the real binary: a wrong
+//! method gets the API's JSON error, a missing role is named as the config spells it, and
+//! times have a fixed number of fractional digits.
+
+mod common;
+
+use common::{Server, TOKEN_A, TOKEN_B, charge};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_methods_roles_and_times_read_as_the_rest_of_the_api() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(tmp.path());
+
+    // A listing does not exist yet: GET on the claims path is a 405 in the API's own shape.
+    let (s, body) = server.get(TOKEN_A, "/v1/operations").await;
+    assert_eq!(s, 405, "{body}");
+    assert_eq!(body["error"]["code"], "method_not_allowed", "{body}");
+
+    let (s, claimed) = server
+        .claim(TOKEN_A, "friction-1", charge("w", "5", "c"))
+        .await;
+    assert_eq!(s, 201, "{claimed}");
+    // Every time has exactly three fractional digits.
+    let times = [
+        &claimed["created_at"],
+        &claimed["updated_at"],
+        &claimed["lease"]["expires_at"],
+    ];
+    for t in times {
+        let t = t.as_str().unwrap_or_else(|| panic!("a time in {claimed}"));
+        let fraction = t
+            .strip_suffix('Z')
+            .and_then(|t| t.rsplit_once('.'))
+            .map(|(_, f)| f);
+        assert_eq!(fraction.map(str::len), Some(3), "{t}");
+    }
+
+    // An agent-only principal asking for an operator's action is told the role as the config
+    // spells it.
+    let id = claimed["operation_id"].as_str().expect("id");
+    let (s, refused) = server
+        .post(
+            TOKEN_B,
+            &format!("/v1/operations/{id}/takeover"),
+            serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(s, 403, "{refused}");
+    let message = refused["error"]["message"].as_str().expect("message");
+    assert!(message.contains("`operator` role"), "{message}");
+}
