@@ -1,10 +1,12 @@
 //! What a new user trips over, each fixed (and kept fixed) through the real binary: a wrong
-//! method gets the API's JSON error, a missing role is named as the config spells it, and
-//! times have a fixed number of fractional digits.
+//! method gets the API's JSON error, a missing role is named as the config spells it, times
+//! have a fixed number of fractional digits, and `export` takes a date and refuses a tool
+//! nobody declared instead of exporting nothing.
 
 mod common;
 
 use common::{Server, TOKEN_A, TOKEN_B, charge};
+use std::process::Command;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_methods_roles_and_times_read_as_the_rest_of_the_api() {
@@ -48,4 +50,43 @@ async fn wrong_methods_roles_and_times_read_as_the_rest_of_the_api() {
     assert_eq!(s, 403, "{refused}");
     let message = refused["error"]["message"].as_str().expect("message");
     assert!(message.contains("`operator` role"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_takes_a_date_and_refuses_a_tool_nobody_declared() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(tmp.path());
+    let (s, claimed) = server
+        .claim(TOKEN_A, "export-1", charge("w", "5", "c"))
+        .await;
+    assert_eq!(s, 201, "{claimed}");
+    let config = server.config.clone();
+    server.stop();
+    let export = |filters: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_opledger"))
+            .arg("export")
+            .arg("--config")
+            .arg(&config)
+            .args(filters)
+            .output()
+            .expect("runs opledger")
+    };
+    let dated = export(&["--since", "2020-01-01", "--tool", "payments.charge"]);
+    assert!(
+        dated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dated.stderr)
+    );
+    assert!(String::from_utf8_lossy(&dated.stdout).contains("\"claimed\""));
+    let later = export(&["--since", "2999-01-01"]);
+    assert!(later.status.success());
+    assert!(later.stdout.is_empty(), "nothing after 2999");
+    let typo = export(&["--tool", "payments.charg"]);
+    let said = String::from_utf8_lossy(&typo.stderr);
+    assert!(!typo.status.success(), "{said}");
+    assert!(
+        said.contains("not declared") && said.contains("payments.charge"),
+        "{said}"
+    );
+    assert!(typo.stdout.is_empty(), "nothing exported");
 }

@@ -65,6 +65,19 @@ pub(super) fn export(
         anyhow::Ok(run(log.as_ref(), &filter, &mut out).await?)
     })?;
     tracing::info!(events = written, "exported");
+    // A tool no longer declared may still have history; one that is neither declared nor in
+    // the log is a typo, not an empty export.
+    if let Some(tool) = &filter.tool
+        && written == 0
+        && !config.tools.contains_key(tool)
+    {
+        let mut declared: Vec<&str> = config.tools.keys().map(String::as_str).collect();
+        declared.sort_unstable();
+        anyhow::bail!(
+            "--tool {tool:?} is not declared in this config and no event of the log names it; declared: {}",
+            declared.join(", ")
+        );
+    }
     Ok(())
 }
 

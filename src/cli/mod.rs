@@ -93,13 +93,15 @@ enum Command {
     Export {
         #[command(flatten)]
         args: ConfigArgs,
-        /// Only events at or after this log time (RFC 3339, e.g. 2026-12-01T00:00:00Z).
+        /// Only events at or after this log time (RFC 3339, e.g. 2026-12-01T00:00:00Z, or a date,
+        /// 2026-12-01, meaning its midnight UTC).
         #[arg(long, value_name = "TIME", value_parser = parse_time)]
         since: Option<u64>,
-        /// Only events before this log time (RFC 3339).
+        /// Only events before this log time (RFC 3339, or a date).
         #[arg(long, value_name = "TIME", value_parser = parse_time)]
         until: Option<u64>,
-        /// Only events of operations of this tool.
+        /// Only events of operations of this tool (refused if neither the config declares it
+        /// nor any event names it).
         #[arg(long, value_name = "NAME")]
         tool: Option<String>,
         /// Only events of this type (claimed, completed, failed, …).
@@ -297,9 +299,15 @@ fn partitions_said(config: &Config) -> String {
     }
 }
 
-/// An RFC 3339 time as milliseconds since the epoch.
+/// An RFC 3339 time, or a date (its midnight UTC), as milliseconds since the epoch.
 fn parse_time(text: &str) -> Result<u64, String> {
-    let time = humantime::parse_rfc3339_weak(text)
+    let is_date = text.len() == 10 && text.bytes().filter(|b| *b == b'-').count() == 2;
+    let text = if is_date {
+        format!("{text}T00:00:00Z")
+    } else {
+        text.to_owned()
+    };
+    let time = humantime::parse_rfc3339_weak(&text)
         .map_err(|e| format!("{e}; expected RFC 3339, e.g. 2026-12-01T00:00:00Z"))?;
     time.duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
