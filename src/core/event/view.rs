@@ -45,6 +45,10 @@ fn redact(value: &mut Value) {
                     });
                     continue;
                 }
+                // Enum variants as the API spells them (`not_executed`, `not_accepted`).
+                if ["outcome", "kind"].contains(&key.as_str()) {
+                    snake_variant(inner);
+                }
                 if key == "body"
                     && let Ok(Some(content)) =
                         serde_json::from_value::<Option<ResultBody>>(inner.clone())
@@ -63,6 +67,38 @@ fn redact(value: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(redact),
         _ => {}
     }
+}
+
+/// A serialised enum variant, `"NotExecuted"` or `{"Completed": …}`, in snake case.
+fn snake_variant(value: &mut Value) {
+    match value {
+        Value::String(name) => *name = snake(name),
+        Value::Object(map) if map.len() == 1 => {
+            let (name, inner) = map
+                .iter()
+                .next()
+                .map(|(k, v)| (snake(k), v.clone()))
+                .unwrap_or_default();
+            map.clear();
+            map.insert(name, inner);
+        }
+        _ => {}
+    }
+}
+
+fn snake(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -161,5 +197,47 @@ mod tests {
     #[test]
     fn an_event_without_fields_shows_an_empty_object() {
         assert_eq!(redacted_fields(&EventBody::ExpiryRequested), json!({}));
+    }
+
+    #[test]
+    fn enum_variants_read_in_snake_case_as_the_api_spells_them() {
+        use crate::event::{
+            BusinessResult, Failure, FailureKind, OperatorAction, Resolution, ResolvedOutcome,
+            Transition,
+        };
+        let by = OperatorAction {
+            operator: "ops".into(),
+            expected_version: None,
+        };
+        let not_executed = EventBody::Resolved(Resolution {
+            by: by.clone(),
+            outcome: ResolvedOutcome::NotExecuted,
+        });
+        assert_eq!(redacted_fields(&not_executed)["outcome"], "not_executed");
+        let result = BusinessResult {
+            resource_ref: "msg-1".into(),
+            status: 201,
+            headers: Default::default(),
+            body: None,
+        };
+        let completed = EventBody::Resolved(Resolution {
+            by,
+            outcome: ResolvedOutcome::Completed(result),
+        });
+        let fields = redacted_fields(&completed);
+        assert_eq!(
+            fields["outcome"]["completed"]["resource_ref"], "msg-1",
+            "{fields}"
+        );
+        let failed = EventBody::Failed(Failure {
+            by: Transition {
+                holder: "w".into(),
+                expected_version: Some(1),
+            },
+            kind: FailureKind::NotAccepted,
+            code: "unavailable".into(),
+        });
+        assert_eq!(redacted_fields(&failed)["kind"], "not_accepted");
+        assert_eq!(snake("Definite"), "definite");
     }
 }
