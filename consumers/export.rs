@@ -151,6 +151,7 @@ async fn export_partition<L: EventLog>(
             if !keep {
                 continue;
             }
+            let partition_event = matches!(envelope.body, event::EventBody::OwnerChanged(_));
             let line = json!({
                 "partition": partition,
                 "offset": record.offset,
@@ -160,7 +161,10 @@ async fn export_partition<L: EventLog>(
                 .to_string(),
                 "schema_version": version,
                 "type": applied.event,
-                "operation_id": after.as_ref().map_or(envelope.operation_id, |r| r.id).to_string(),
+                // The partition's own events (an owner taking it over) are of no operation.
+                "partition_event": partition_event,
+                "operation_id": (!partition_event)
+                    .then(|| after.as_ref().map_or(envelope.operation_id, |r| r.id).to_string()),
                 "tool": after.as_ref().map(|r| r.tool.clone()),
                 "principal": after.as_ref().map(|r| r.principal.clone()),
                 "decision": applied.decision.code(),

@@ -108,6 +108,19 @@ async fn export_streams_every_event_decoded_filtered_and_without_secrets() {
         "{first}"
     );
 
+    // An owner taking a partition over is the partition's event, of no operation.
+    let owners = export(&config, &["--type", "owner_changed"]);
+    assert!(!owners.is_empty(), "every start records its ownership");
+    for line in &owners {
+        assert_eq!(line["partition_event"], true, "{line}");
+        assert!(line["operation_id"].is_null(), "{line}");
+    }
+    assert!(
+        all.iter()
+            .filter(|l| l["type"] != "owner_changed")
+            .all(|l| l["partition_event"] == false)
+    );
+
     let completed = export(&config, &["--type", "completed"]);
     assert_eq!(completed.len(), 1, "{completed:?}");
     assert_eq!(completed[0]["operation_id"], id.as_str());
