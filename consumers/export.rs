@@ -1,7 +1,8 @@
 //! The export consumer: streams the log's events, decoded, as JSON Lines for an auditor — each
 //! with where it is (partition, offset, log time), what it was about (operation, tool,
 //! principal), what the arbiter decided and the operation's state after it, and the event's own
-//! fields. Filters: a log-time range, a tool, an event type, a state after the event.
+//! fields. Filters: a log-time range, a tool, an event type, the state after the event, and the
+//! operation's state now (at the end of the log).
 //!
 //! Nothing secret appears: events never hold a client's key text, a request body or a token (the
 //! key only enters the scope hash), and a fingerprint is shown as the API shows it — its
@@ -12,6 +13,7 @@
 //! never earlier than the partition's previous event's.
 
 use crate::core::event;
+use crate::core::key::OperationId;
 use crate::log::model::{EventLog, read_held};
 use crate::partition::fold::{Answers, Deadlines, find, fold_batch};
 use crate::partition::replay::ReplayError;
@@ -33,6 +35,8 @@ pub struct ExportFilter {
     pub event_type: Option<String>,
     /// Only events after which the operation is in this state (`processing`, `manual`, …).
     pub state: Option<String>,
+    /// Only events of operations in this state now, at the end of the log (all their events).
+    pub state_now: Option<String>,
 }
 
 /// Why an export stopped.
@@ -60,13 +64,15 @@ impl ExportFilter {
                 event::EVENT_TYPES.join(", ")
             )));
         }
-        if let Some(s) = &self.state
-            && !crate::core::operation::OpState::NAMES.contains(&s.as_str())
-        {
-            return Err(ExportError::Filter(format!(
-                "--state {s:?} is not a state; one of: {}",
-                crate::core::operation::OpState::NAMES.join(", ")
-            )));
+        for (flag, state) in [("--state", &self.state), ("--state-now", &self.state_now)] {
+            if let Some(s) = state
+                && !crate::core::operation::OpState::NAMES.contains(&s.as_str())
+            {
+                return Err(ExportError::Filter(format!(
+                    "{flag} {s:?} is not a state; one of: {}",
+                    crate::core::operation::OpState::NAMES.join(", ")
+                )));
+            }
         }
         Ok(())
     }
@@ -104,6 +110,10 @@ async fn export_partition<L: EventLog>(
 ) -> Result<(), ExportError> {
     let as_log = |source| ReplayError::Log { partition, source };
     let end = log.end_offset(partition).await.map_err(as_log)?;
+    let now_in = match &filter.state_now {
+        Some(wanted) => Some(in_state_at_end(log, partition, end, wanted).await?),
+        None => None,
+    };
     let state = MemoryStore::new();
     let mut position = Position::default();
     while position.next_offset < end {
@@ -147,7 +157,10 @@ async fn export_partition<L: EventLog>(
                 && filter
                     .state
                     .as_deref()
-                    .is_none_or(|s| after.as_ref().is_some_and(|r| r.state.name() == s));
+                    .is_none_or(|s| after.as_ref().is_some_and(|r| r.state.name() == s))
+                && now_in
+                    .as_ref()
+                    .is_none_or(|ids| after.as_ref().is_some_and(|r| ids.contains(&r.id)));
             if !keep {
                 continue;
             }
@@ -178,4 +191,43 @@ async fn export_partition<L: EventLog>(
         }
     }
     Ok(())
+}
+
+/// The operations of `partition` whose state at offset `end` is `wanted`: a fold of the
+/// partition before its export, for `--state-now`.
+async fn in_state_at_end<L: EventLog>(
+    log: &L,
+    partition: u32,
+    end: u64,
+    wanted: &str,
+) -> Result<std::collections::BTreeSet<OperationId>, ExportError> {
+    let as_log = |source| ReplayError::Log { partition, source };
+    let store = MemoryStore::new();
+    let mut position = Position::default();
+    while position.next_offset < end {
+        let records = read_held(log, partition, position.next_offset, end)
+            .await
+            .map_err(as_log)?;
+        let folded = fold_batch(
+            partition,
+            position,
+            &store,
+            &records,
+            Deadlines::Unindexed,
+            Answers::Dropped,
+        )
+        .map_err(ReplayError::from)?;
+        position = folded.position;
+        store
+            .commit(partition, position, folded.changes)
+            .await
+            .map_err(ReplayError::from)?;
+    }
+    let mut ids = std::collections::BTreeSet::new();
+    store.each_record(|r| {
+        if r.state.name() == wanted {
+            ids.insert(r.id);
+        }
+    });
+    Ok(ids)
 }

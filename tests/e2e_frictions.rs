@@ -53,13 +53,20 @@ async fn wrong_methods_roles_and_times_read_as_the_rest_of_the_api() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn export_takes_a_date_and_refuses_a_tool_nobody_declared() {
+async fn export_takes_a_date_refuses_a_tool_nobody_declared_and_filters_by_either_state() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let server = Server::start(tmp.path());
     let (s, claimed) = server
         .claim(TOKEN_A, "export-1", charge("w", "5", "c"))
         .await;
     assert_eq!(s, 201, "{claimed}");
+    let (s, done) = server
+        .claim(TOKEN_A, "export-2", charge("w", "6", "c"))
+        .await;
+    assert_eq!(s, 201, "{done}");
+    let done_id = done["operation_id"].as_str().expect("id").to_owned();
+    let (s, b) = server.complete(TOKEN_A, &done_id, "w", "ch-2").await;
+    assert_eq!(s, 200, "{b}");
     let config = server.config.clone();
     server.stop();
     let export = |filters: &[&str]| {
@@ -89,4 +96,33 @@ async fn export_takes_a_date_and_refuses_a_tool_nobody_declared() {
         "{said}"
     );
     assert!(typo.stdout.is_empty(), "nothing exported");
+
+    // The state after each event, or the operation's state now.
+    let lines = |out: std::process::Output| -> Vec<serde_json::Value> {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON"))
+            .collect()
+    };
+    let after = lines(export(&["--state", "completed"]));
+    let types: Vec<&str> = after
+        .iter()
+        .map(|l| l["type"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(types, ["completed"], "{after:?}");
+    let now = lines(export(&["--state-now", "completed"]));
+    let types: Vec<&str> = now
+        .iter()
+        .map(|l| l["type"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(types, ["claimed", "completed"], "{now:?}");
+    assert!(
+        now.iter().all(|l| l["operation_id"] == done_id.as_str()),
+        "{now:?}"
+    );
 }

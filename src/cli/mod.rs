@@ -107,9 +107,14 @@ enum Command {
         /// Only events of this type (claimed, completed, failed, …).
         #[arg(long = "type", value_name = "TYPE")]
         event_type: Option<String>,
-        /// Only events after which the operation is in this state (processing, manual, …).
+        /// Only events after which the operation was in this state (processing, manual, …):
+        /// the state after each event, not the operation's state now (see --state-now).
         #[arg(long, value_name = "STATE")]
         state: Option<String>,
+        /// Only the events (all of them) of operations in this state now, at the end of the
+        /// log: e.g. every event of the operations waiting for a person, `--state-now manual`.
+        #[arg(long, value_name = "STATE")]
+        state_now: Option<String>,
     },
     /// Print one operation's events, decoded and redacted, with the decision each got (the
     /// same JSON as `GET /v1/operations/{id}/history`), with no node running: through the
@@ -210,6 +215,7 @@ pub fn main() -> ExitCode {
             tool,
             event_type,
             state,
+            state_now,
         } => audit::export(
             &args,
             opledger::consumers::export::ExportFilter {
@@ -218,6 +224,7 @@ pub fn main() -> ExitCode {
                 tool,
                 event_type,
                 state,
+                state_now,
             },
         ),
         Command::Check { config } => check(&config),
