@@ -239,5 +239,9 @@ mod tests {
         });
         assert_eq!(redacted_fields(&failed)["kind"], "not_accepted");
         assert_eq!(snake("Definite"), "definite");
+        // Only a variant's wrapper (one key) is renamed; other objects stay as they are.
+        let mut two = json!({"A": 1, "B": 2});
+        snake_variant(&mut two);
+        assert_eq!(two, json!({"A": 1, "B": 2}));
     }
 }
