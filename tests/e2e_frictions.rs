@@ -126,3 +126,26 @@ async fn export_takes_a_date_refuses_a_tool_nobody_declared_and_filters_by_eithe
         "{now:?}"
     );
 }
+
+/// A log-reading command given neither `--config` nor `--data-dir` says where it looked and how
+/// to look elsewhere.
+#[test]
+fn a_reading_command_without_a_config_says_where_it_looked() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for command in ["audit", "verify", "export"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_opledger"))
+            .arg(command)
+            .current_dir(tmp.path())
+            .env_remove("OPLEDGER_CONFIG")
+            .output()
+            .expect("runs opledger");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{command}: no ledger there: {said}");
+        assert!(
+            said.contains("opledger-data")
+                && said.contains("--data-dir DIR")
+                && said.contains("--config FILE"),
+            "{command}: {said}"
+        );
+    }
+}

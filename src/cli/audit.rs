@@ -1,7 +1,7 @@
 //! The commands that read the log for auditors and rebuilds: `audit`, `verify`, `history`,
 //! `export` and `rebuild`. Each reads a snapshot (or the topic) and prints JSON.
 
-use super::{ConfigArgs, load, progress, runtime};
+use super::{ConfigArgs, load_for_reading, progress, runtime};
 use anyhow::Context;
 use opledger::config::{Backend, Config};
 use opledger::log::any::AnyLog;
@@ -27,7 +27,7 @@ pub(super) fn log_for_reading(config: &Config) -> anyhow::Result<Arc<AnyLog>> {
 
 pub(super) fn audit(args: &ConfigArgs) -> anyhow::Result<()> {
     opledger::telemetry::init(args.log_level.as_deref(), args.log_format);
-    let (config, _) = load(args)?;
+    let config = load_for_reading(args)?;
     let mut bar = progress::Bar::new("replaying events");
     let show = |p: opledger::partition::Progress| bar.show(p.applied, p.total);
     let audit = runtime()?.block_on(async {
@@ -56,7 +56,7 @@ pub(super) fn export(
 ) -> anyhow::Result<()> {
     use opledger::consumers::export::export as run;
     opledger::telemetry::init(args.log_level.as_deref(), args.log_format);
-    let (config, _) = load(args)?;
+    let config = load_for_reading(args)?;
     filter.check()?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -84,7 +84,7 @@ pub(super) fn export(
 pub(super) fn history(args: &ConfigArgs, id: &str) -> anyhow::Result<()> {
     use opledger::consumers::history::{HistoryError, Source, history as run};
     opledger::telemetry::init(args.log_level.as_deref(), args.log_format);
-    let (config, _) = load(args)?;
+    let config = load_for_reading(args)?;
     let id = opledger::core::key::OperationId::parse(id).ok_or_else(|| {
         anyhow::anyhow!("{id:?} is not an operation id (a UUID as the API answers it)")
     })?;
@@ -118,7 +118,7 @@ pub(super) fn history(args: &ConfigArgs, id: &str) -> anyhow::Result<()> {
 
 pub(super) fn rebuild(args: &ConfigArgs, cache_mb: Option<u64>) -> anyhow::Result<()> {
     opledger::telemetry::init(args.log_level.as_deref(), args.log_format);
-    let (mut config, _) = load(args)?;
+    let mut config = load_for_reading(args)?;
     if let Some(mb) = cache_mb {
         config.projection_cache_bytes = opledger::config::projection_cache_bytes(mb)
             .map_err(|why| anyhow::anyhow!("--cache-mb: {why}"))?;

@@ -180,6 +180,21 @@ fn load(args: &ConfigArgs) -> anyhow::Result<(Config, Option<String>)> {
     Ok((config, dev_token))
 }
 
+/// The config of a command that reads a ledger (`audit`, `verify`, `history`, `export`,
+/// `rebuild`). Given neither `--config` nor `--data-dir`, it says where it looks and how to
+/// look elsewhere: the development default's directory is rarely the ledger meant.
+fn load_for_reading(args: &ConfigArgs) -> anyhow::Result<Config> {
+    let (config, _) = load(args)?;
+    if args.config.is_none() && args.data_dir.is_none() {
+        tracing::info!(
+            data_dir = %config.data_dir.display(),
+            "no --config or --data-dir: reading the development default's data directory {}; point at another ledger with --config FILE (or OPLEDGER_CONFIG) or --data-dir DIR",
+            config.data_dir.display()
+        );
+    }
+    Ok(config)
+}
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

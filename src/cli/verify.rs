@@ -3,7 +3,7 @@
 //! scripts can rely on (see [`EXIT_CODES`]).
 
 use super::audit::{log_for_reading, print_json};
-use super::{ConfigArgs, Verdict, load, progress, runtime};
+use super::{ConfigArgs, Verdict, load_for_reading, progress, runtime};
 use anyhow::Context;
 use opledger::config::Config;
 use opledger::log::any::AnyLog;
@@ -25,7 +25,7 @@ const TORN: u8 = 4;
 pub(super) fn verify(args: &ConfigArgs, against: Option<&std::path::Path>) -> anyhow::Result<()> {
     use opledger::consumers::verify::{ChainHeads, verify as run};
     opledger::telemetry::init(args.log_level.as_deref(), args.log_format);
-    let (config, _) = load(args)?;
+    let config = load_for_reading(args)?;
     let recorded = match against {
         Some(path) => {
             let text = std::fs::read_to_string(path)
