@@ -37,6 +37,20 @@ async fn wrong_methods_roles_and_times_read_as_the_rest_of_the_api() {
         assert_eq!(fraction.map(str::len), Some(3), "{t}");
     }
 
+    // A misspelt tool is answered with the nearest declared name and the declared ones.
+    let typo = serde_json::json!({"tool": "payments.charg", "holder": "w", "request": {}});
+    let (s, refused) = server.claim(TOKEN_A, "friction-typo", typo).await;
+    assert_eq!(
+        (s, refused["error"]["code"].as_str()),
+        (400, Some("unknown_tool")),
+        "{refused}"
+    );
+    let message = refused["error"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("did you mean `payments.charge`?"),
+        "{message}"
+    );
+
     // An agent-only principal asking for an operator's action is told the role as the config
     // spells it.
     let id = claimed["operation_id"].as_str().expect("id");

@@ -67,7 +67,7 @@ impl From<LedgerError> for ApiError {
         let (status, code) = match &e {
             E::MissingKey => (StatusCode::BAD_REQUEST, "missing_key"),
             E::Key(_) => (StatusCode::BAD_REQUEST, "invalid_key"),
-            E::UnknownTool(_) => (StatusCode::BAD_REQUEST, "unknown_tool"),
+            E::UnknownTool { .. } => (StatusCode::BAD_REQUEST, "unknown_tool"),
             E::ToolNotAllowed => (StatusCode::FORBIDDEN, "tool_not_allowed"),
             E::Input(_) => (StatusCode::BAD_REQUEST, "invalid_field"),
             E::Fingerprint(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
@@ -148,7 +148,7 @@ mod tests {
         let listed = |e: &LedgerError| match e {
             LedgerError::MissingKey
             | LedgerError::Key(_)
-            | LedgerError::UnknownTool(_)
+            | LedgerError::UnknownTool { .. }
             | LedgerError::ToolNotAllowed
             | LedgerError::Input(_)
             | LedgerError::Fingerprint(_)

@@ -17,10 +17,13 @@ pub enum LedgerError {
     #[error(transparent)]
     Key(#[from] KeyError),
     /// The tool is not declared.
-    #[error(
-        "the tool {0:?} is not declared in this ledger's config (`opledger check --config FILE` lists the declared ones)"
-    )]
-    UnknownTool(String),
+    #[error("the tool {name:?} is not declared in this ledger's config; {hint}")]
+    UnknownTool {
+        /// The name asked for (at most 64 characters of it).
+        name: String,
+        /// What to do: the nearest declared name and the declared ones, or where to find them.
+        hint: String,
+    },
     /// The principal may not use the tool.
     #[error("this principal may not use the tool")]
     ToolNotAllowed,
@@ -74,7 +77,31 @@ impl LedgerError {
     /// An unknown tool, named as asked but at most 64 characters of it: a name is not a
     /// secret, but a caller's text is never echoed at length.
     pub fn unknown_tool(name: &str) -> Self {
-        Self::UnknownTool(name.chars().take(64).collect())
+        Self::UnknownTool {
+            name: name.chars().take(64).collect(),
+            hint: "`opledger check --config FILE` lists the declared ones".into(),
+        }
+    }
+
+    /// An unknown tool among the `declared` ones the caller may use: the nearest by spelling is
+    /// suggested and all are listed (a typo on the development default has no file to check).
+    pub fn unknown_tool_among<'a>(name: &str, declared: impl Iterator<Item = &'a str>) -> Self {
+        let mut declared: Vec<&str> = declared.collect();
+        declared.sort_unstable();
+        let asked: String = name.chars().take(64).collect();
+        let nearest = declared
+            .iter()
+            .map(|d| (edit_distance(&asked, d), *d))
+            .filter(|(distance, d)| *distance <= (d.len() / 3).max(2))
+            .min();
+        let hint = match (nearest, declared.is_empty()) {
+            (_, true) => "no tool is declared for this principal".to_owned(),
+            (Some((_, near)), false) => {
+                format!("did you mean `{near}`? declared: {}", declared.join(", "))
+            }
+            (None, false) => format!("declared: {}", declared.join(", ")),
+        };
+        Self::UnknownTool { name: asked, hint }
     }
 
     /// Whether the same call may simply be repeated (the API answers these with 503).
@@ -101,5 +128,48 @@ impl From<PartitionError> for LedgerError {
             | PartitionError::Moved { .. }
             | PartitionError::Peer(_)) => Self::OwnerUnavailable(e),
         }
+    }
+}
+
+/// Levenshtein distance between two short names (a tool name is at most 128 characters).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substituted = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substituted.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_tool_suggests_the_nearest_declared_name_and_lists_them() {
+        let declared = ["payments.charge", "tickets.create", "messages.send"];
+        let e = LedgerError::unknown_tool_among("payments.charg", declared.into_iter());
+        let text = e.to_string();
+        assert!(text.contains("did you mean `payments.charge`?"), "{text}");
+        assert!(
+            text.contains("messages.send, payments.charge, tickets.create"),
+            "{text}"
+        );
+        let far = LedgerError::unknown_tool_among("weather", declared.into_iter()).to_string();
+        assert!(
+            !far.contains("did you mean") && far.contains("declared: "),
+            "{far}"
+        );
+        let none = LedgerError::unknown_tool_among("x", std::iter::empty()).to_string();
+        assert!(none.contains("no tool is declared"), "{none}");
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("same", "same"), 0);
     }
 }

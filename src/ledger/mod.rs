@@ -86,10 +86,10 @@ impl Ledger {
         principal: &Principal,
         input: ClaimInput<'_>,
     ) -> Result<Claimed, LedgerError> {
-        let contract = self
-            .tools
-            .get(input.tool)
-            .ok_or_else(|| LedgerError::unknown_tool(input.tool))?;
+        let contract = self.tools.get(input.tool).ok_or_else(|| {
+            let usable = self.tools.keys().filter(|t| principal.may_use(t));
+            LedgerError::unknown_tool_among(input.tool, usable.map(String::as_str))
+        })?;
         self.claim_under(principal, contract, input).await
     }
 

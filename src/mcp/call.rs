@@ -57,7 +57,7 @@ impl From<LedgerError> for CallRefused {
             | LedgerError::Key(_)
             | LedgerError::Input(_)
             | LedgerError::Fingerprint(_)
-            | LedgerError::UnknownTool(_)
+            | LedgerError::UnknownTool { .. }
             | LedgerError::ToolNotAllowed
             | LedgerError::UnknownParent
             | LedgerError::ParentNotCompleted => Self::Invalid(e.to_string()),
