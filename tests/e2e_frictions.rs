@@ -163,3 +163,34 @@ fn a_reading_command_without_a_config_says_where_it_looked() {
         );
     }
 }
+
+/// `--help` lists each command on one short line; a command's own help has the long text and
+/// an example.
+#[test]
+fn the_command_list_is_one_short_line_each_and_each_command_has_an_example() {
+    let help = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_opledger"))
+            .args(args)
+            .output()
+            .expect("runs opledger");
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).expect("UTF-8")
+    };
+    let top = help(&["--help"]);
+    let commands = [
+        "serve", "audit", "verify", "export", "history", "rebuild", "demo", "check",
+    ];
+    for command in commands {
+        let line = top
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{command} ")))
+            .unwrap_or_else(|| panic!("{command} listed: {top}"));
+        assert!(line.len() <= 100, "one short line: {line}");
+        let own = help(&[command, "--help"]);
+        assert!(own.contains("Example: `opledger "), "{command}: {own}");
+        assert!(
+            own.len() > line.len() * 2,
+            "{command}: the long text is in its own help"
+        );
+    }
+}

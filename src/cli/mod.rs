@@ -45,6 +45,10 @@ struct ConfigArgs {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the ledger (the HTTP API, the log, the projections)
+    ///
+    /// Example: `opledger serve --config opledger.toml`.
+    ///
     /// Run the ledger: HTTP API on the config's `listen` address, log and projections in
     /// `data_dir` (on Kafka, `--log kafka`, the log is a topic several nodes share and
     /// `data_dir` holds this node's projection). Stops cleanly on Ctrl-C or SIGTERM; survives
@@ -63,6 +67,10 @@ enum Command {
         #[arg(long, value_name = "HOSTS")]
         brokers: Option<String>,
     },
+    /// Replay the log and print its summary, digest and hash-chain heads
+    ///
+    /// Example: `opledger audit --config opledger.toml > audit.json`.
+    ///
     /// Replay the whole log through the state machine in memory, without touching the live
     /// projection, and print JSON: events, operations by state, digest, and the hash chain's
     /// heads and root (keep them; `verify --against` checks the log against them later).
@@ -70,6 +78,10 @@ enum Command {
         #[command(flatten)]
         args: ConfigArgs,
     },
+    /// Check the log's hash chains and that nothing was lost or changed
+    ///
+    /// Example: `opledger verify --config opledger.toml --against audit.json`.
+    ///
     /// Check the log's hash chains: recompute every partition's chain from its events (the
     /// embedded log also checks each event against the seal written with it) and print each
     /// partition's head and the root over them. With `--against`, also check that the log
@@ -87,6 +99,10 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         against: Option<PathBuf>,
     },
+    /// Stream the log's events, decoded and filtered, as JSON Lines
+    ///
+    /// Example: `opledger export --config opledger.toml --since 2026-12-01 --state-now manual`.
+    ///
     /// Stream the log's events, decoded, as JSON Lines on stdout (partition by partition, each
     /// in offset order): where each is, its operation, tool and principal, the decision and the
     /// state after it, and its fields. No key text, request body or token is ever in an event.
@@ -116,6 +132,10 @@ enum Command {
         #[arg(long, value_name = "STATE")]
         state_now: Option<String>,
     },
+    /// Print one operation's events with the decision each got
+    ///
+    /// Example: `opledger history --config opledger.toml 0d9c…-…` (the operation id).
+    ///
     /// Print one operation's events, decoded and redacted, with the decision each got (the
     /// same JSON as `GET /v1/operations/{id}/history`), with no node running: through the
     /// projection's history index when it was closed cleanly and has applied everything,
@@ -127,6 +147,10 @@ enum Command {
         #[arg(value_name = "OPERATION_ID")]
         id: String,
     },
+    /// Rebuild the projection from the log (stop `serve` first)
+    ///
+    /// Example: `opledger rebuild --config opledger.toml`.
+    ///
     /// Rebuild the sled projection from the log (the old one is moved aside, and removed once
     /// the new one is complete); print the same JSON summary and digest as `audit`. Stop
     /// `serve` first. Never creates a log: a data directory without one is an error.
@@ -140,6 +164,10 @@ enum Command {
         #[arg(long, value_name = "MIB")]
         cache_mb: Option<u64>,
     },
+    /// Run a simulated agent fleet against a fresh ledger and print what happened
+    ///
+    /// Example: `opledger demo --agents 20 --intents 10 --seed 7`.
+    ///
     /// Run a simulated agent fleet against a fresh embedded ledger and a simulated external
     /// service, with injected timeouts, agent crashes and retry storms; print what happened.
     Demo {
@@ -156,6 +184,10 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         data_dir: Option<PathBuf>,
     },
+    /// Check a config file without touching any data
+    ///
+    /// Example: `opledger check --config opledger.toml`.
+    ///
     /// Check a config file without touching any data: prints what it declares, or the setting
     /// that is wrong.
     Check {
