@@ -16,7 +16,7 @@ use crate::core::event;
 use crate::core::key::OperationId;
 use crate::log::model::{EventLog, read_held};
 use crate::partition::fold::{Answers, Deadlines, find, fold_batch};
-use crate::partition::replay::ReplayError;
+use crate::partition::replay::{ReplayError, fold_into};
 use crate::projection::memory::MemoryStore;
 use crate::projection::{Position, ProjectionStore};
 use serde_json::json;
@@ -201,28 +201,8 @@ async fn in_state_at_end<L: EventLog>(
     end: u64,
     wanted: &str,
 ) -> Result<std::collections::BTreeSet<OperationId>, ExportError> {
-    let as_log = |source| ReplayError::Log { partition, source };
     let store = MemoryStore::new();
-    let mut position = Position::default();
-    while position.next_offset < end {
-        let records = read_held(log, partition, position.next_offset, end)
-            .await
-            .map_err(as_log)?;
-        let folded = fold_batch(
-            partition,
-            position,
-            &store,
-            &records,
-            Deadlines::Unindexed,
-            Answers::Dropped,
-        )
-        .map_err(ReplayError::from)?;
-        position = folded.position;
-        store
-            .commit(partition, position, folded.changes)
-            .await
-            .map_err(ReplayError::from)?;
-    }
+    fold_into(log, partition, end, &store, |_, _| {}).await?;
     let mut ids = std::collections::BTreeSet::new();
     store.each_record(|r| {
         if r.state.name() == wanted {

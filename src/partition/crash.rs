@@ -42,13 +42,17 @@ pub fn arm(point: Point, n: u64) {
     AT.store(n, Ordering::SeqCst);
 }
 
-/// A caller's event is about to be appended: the number it will have.
-pub(super) fn before_append() -> u64 {
+/// A caller's event is about to be appended: the number it will have, if a crash point is
+/// armed (unarmed, nothing is counted: no shared counter on the claim path).
+pub(super) fn before_append() -> Option<u64> {
+    if AT.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
     let n = SEEN.fetch_add(1, Ordering::SeqCst) + 1;
     if AT.load(Ordering::Relaxed) == n && POINT.load(Ordering::SeqCst) == 2 {
         die(n, "before appending it");
     }
-    n
+    Some(n)
 }
 
 /// The caller's event numbered `n` is durable.

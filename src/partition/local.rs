@@ -91,7 +91,11 @@ impl<L: EventLog> Shared<L> {
             key: scope.0,
             payload,
         };
-        let number = (!own_event).then(super::crash::before_append);
+        let number = if own_event {
+            None
+        } else {
+            super::crash::before_append()
+        };
         if let Err(e) = self.log.append(partition, vec![record]).await {
             tracing::error!(partition, scope = %scope.prefix(), error = %e, "append failed");
             return Err(PartitionError::Unavailable(e.to_string()));

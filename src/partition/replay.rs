@@ -3,10 +3,10 @@
 //! log in bounded slices.
 
 use super::Progress;
-use super::fold::{Answers, Deadlines, FoldError, fold_batch};
+use super::fold::{Answers, Applied, Deadlines, FoldError, fold_batch};
 use crate::core::digest::Tally;
 use crate::log::chain::{Chain, Head};
-use crate::log::model::{EventLog, LogError, read_held};
+use crate::log::model::{EventLog, LogError, LogRecord, read_held};
 use crate::projection::memory::MemoryStore;
 use crate::projection::{Position, ProjectionError, ProjectionStore};
 use std::collections::HashMap;
@@ -93,6 +93,37 @@ pub struct Part {
     pub head: Head,
 }
 
+/// Folds `partition` from where `state` stands up to `end` into `state`, in bounded slices,
+/// calling `each` with every slice read and what its fold applied; returns where it stands.
+pub async fn fold_into<L: EventLog>(
+    log: &L,
+    partition: u32,
+    end: u64,
+    state: &MemoryStore,
+    mut each: impl FnMut(&[LogRecord], &[Applied]),
+) -> Result<Position, ReplayError> {
+    let mut position = state.position(partition)?;
+    while position.next_offset < end {
+        let records = read_held(log, partition, position.next_offset, end)
+            .await
+            .map_err(|source| ReplayError::Log { partition, source })?;
+        let folded = fold_batch(
+            partition,
+            position,
+            state,
+            &records,
+            Deadlines::Unindexed,
+            Answers::Dropped,
+        )?;
+        each(&records, &folded.applied);
+        position = folded.position;
+        state
+            .commit(partition, folded.position, folded.changes)
+            .await?;
+    }
+    Ok(position)
+}
+
 /// Folds `partition` up to `end` into a memory of its own, telling `applied` after each slice.
 async fn replay<L: EventLog>(
     log: Arc<L>,
@@ -110,33 +141,18 @@ async fn replay<L: EventLog>(
         head: Chain::new(partition).head(),
     };
     let mut chain = Chain::new(partition);
-    let mut position = state.position(partition)?;
-    while position.next_offset < end {
-        let records = read_held(log.as_ref(), partition, position.next_offset, end)
-            .await
-            .map_err(|source| ReplayError::Log { partition, source })?;
-        let folded = fold_batch(
-            partition,
-            position,
-            &state,
-            &records,
-            Deadlines::Unindexed,
-            Answers::Dropped,
-        )?;
-        for record in &records {
+    let position = fold_into(log.as_ref(), partition, end, &state, |records, folded| {
+        for record in records {
             chain.push(&record.key, &record.payload);
         }
-        for event in &folded.applied {
+        for event in folded {
             *part.events_by_type.entry(event.event).or_default() += 1;
             *part.decisions.entry(event.decision.code()).or_default() += 1;
         }
-        position = folded.position;
-        state
-            .commit(partition, folded.position, folded.changes)
-            .await?;
         // The receiver only goes when the audit has failed anyway.
         let _ = applied.send(records.len() as u64);
-    }
+    })
+    .await?;
     part.position = position;
     part.head = chain.head();
     let tally = &mut part.tally;

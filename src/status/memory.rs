@@ -79,6 +79,20 @@ impl Scripted {
             Self::Silent => return None,
         })
     }
+
+    /// What a status client makes of this answer: rendered as HTTP and read by
+    /// [`interpret`], as a real client reads the same answer (no answer is a timeout).
+    pub fn evidence(&self, spec: &crate::core::fingerprint::FingerprintSpec) -> Evidence {
+        match self.render() {
+            Some((_, _, body)) if body.len() > super::interpret::STATUS_BODY_BYTES_MAX => {
+                inconclusive("answer_too_large", None)
+            }
+            Some((status, retry_after, body)) => {
+                interpret(status, retry_after.as_deref(), &body, spec)
+            }
+            None => inconclusive("timeout", None),
+        }
+    }
 }
 
 /// The in-memory external system and its client in one.
@@ -127,15 +141,7 @@ impl StatusClient for MemoryStatus {
                 .get(&id)
                 .cloned()
                 .unwrap_or(Scripted::Absent);
-            match answer.render() {
-                Some((_, _, body)) if body.len() > super::interpret::STATUS_BODY_BYTES_MAX => {
-                    inconclusive("answer_too_large", None)
-                }
-                Some((status, retry_after, body)) => {
-                    interpret(status, retry_after.as_deref(), &body, &contract.fingerprint)
-                }
-                None => inconclusive("timeout", None),
-            }
+            answer.evidence(&contract.fingerprint)
         })
     }
 }

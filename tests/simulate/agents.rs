@@ -4,6 +4,7 @@
 //! holder name. Every answer an agent receives is recorded, to be held against the log later.
 
 use crate::faults::Faults;
+use crate::lock;
 use crate::node::Node;
 use crate::rng::Rng;
 use crate::world::{Call, KEYED, World};
@@ -366,8 +367,4 @@ pub async fn operator(run: Arc<Run>, mut rng: Rng, done: tokio::sync::watch::Rec
             }
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -3,6 +3,7 @@
 //! count of effects and the answers the agents received.
 
 use crate::agents::Run;
+use crate::lock;
 use crate::node::PARTITIONS;
 use crate::world::UNSAFE;
 use opledger::consumers::audit::audit;
@@ -223,8 +224,4 @@ fn records_of(store: &MemoryStore) -> BTreeMap<OperationId, OperationRecord> {
         records.insert(r.id, r.clone());
     });
     records
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

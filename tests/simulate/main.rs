@@ -108,6 +108,12 @@ fn options() -> Result<Options, String> {
     Ok(o)
 }
 
+/// A lock of the simulation's shared state; a panic holding it is reported by its seed, so the
+/// state is read on regardless.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A failing seed, with the shortest schedule that still fails.
 struct Failure {
     seed: u64,

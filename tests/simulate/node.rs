@@ -5,6 +5,7 @@
 //! await point) and cuts the calls under way; a restart opens the same log, with its
 //! projection as it was or lost.
 
+use crate::lock;
 use crate::rng::Rng;
 use crate::seams::SimLog;
 use crate::world::World;
@@ -265,8 +266,4 @@ impl Node {
             }
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -5,6 +5,7 @@
 use crate::agents::{self, Intent, Run};
 use crate::check::check;
 use crate::faults::Faults;
+use crate::lock;
 use crate::node::{Node, PARTITIONS};
 use crate::rng::Rng;
 use crate::world::{KEYED, UNSAFE, World};
@@ -214,8 +215,4 @@ async fn chaos(run: Arc<Run>, mut rng: Rng) {
         // After kill -9 `serve` never resumes the projection: it rebuilds it from the log.
         run.node.start(!clean).await;
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

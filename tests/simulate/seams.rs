@@ -22,11 +22,7 @@ impl SimLog {
     }
 
     async fn pause(&self) {
-        let micros = self
-            .rng
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .between(0, 3_000);
+        let micros = crate::lock(&self.rng).between(0, 3_000);
         tokio::time::sleep(Duration::from_micros(micros)).await;
     }
 }

@@ -9,12 +9,13 @@
 //! charge, and there is nothing to ask).
 
 use crate::faults::Faults;
+use crate::lock;
 use crate::rng::Rng;
 use opledger::core::contract::ToolContract;
 use opledger::core::event::Evidence;
 use opledger::core::key::OperationId;
 use opledger::status::StatusClient;
-use opledger::status::interpret::{inconclusive, interpret};
+use opledger::status::interpret::inconclusive;
 use opledger::status::memory::Scripted;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -217,21 +218,13 @@ impl StatusClient for World {
                 return inconclusive("no_status_url", None);
             }
             tokio::time::sleep(Duration::from_millis(self.between(1, 100))).await;
-            // Read as an HTTP client reads the same answer.
-            match self.status(id).render() {
-                Some((status, retry_after, body)) => {
-                    interpret(status, retry_after.as_deref(), &body, &contract.fingerprint)
-                }
-                // As the HTTP client's own timeout would end it.
-                None => {
-                    tokio::time::sleep(Duration::from_secs(3)).await;
-                    inconclusive("timeout", None)
-                }
+            let answer = self.status(id);
+            // No answer: as the HTTP client's own timeout would end it.
+            if answer == Scripted::Silent {
+                tokio::time::sleep(Duration::from_secs(3)).await;
             }
+            // Read as an HTTP client reads the same answer.
+            answer.evidence(&contract.fingerprint)
         })
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
