@@ -215,3 +215,18 @@ async fn conformance_on_the_test_broker() {
     conformance::check_restart(|| KafkaLog::open(options(&brokers, &topic)).expect("reopens"))
         .await;
 }
+
+/// The members topic on Kafka passes the suite every members topic passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_members_topic_on_the_mock_cluster_passes_the_conformance_suite() {
+    use opledger::cluster::members::{conformance, kafka::KafkaMembers};
+    use opledger::log::kafka::Connection;
+    let cluster = MockCluster::new(1).expect("mock cluster");
+    cluster
+        .create_topic("opledger.members", 1, 1)
+        .expect("creates topic");
+    let connection = Connection::new(&cluster.bootstrap_servers(), &[]);
+    let topic = KafkaMembers::new(connection, "opledger.members", Duration::from_secs(10))
+        .expect("a producer");
+    conformance::run(&topic).await;
+}

@@ -18,13 +18,23 @@ pub enum PlacementEvent {
     Revoked(Vec<u32>),
 }
 
-type Running = HashMap<u32, (watch::Sender<bool>, tokio::task::JoinHandle<()>)>;
+/// A task that is aborted when its handle is dropped: when `manage` itself is cut short (the
+/// process is killed, or a simulation crashes the node), nothing it started runs on.
+struct Aborting<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for Aborting<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+type Running = HashMap<u32, (watch::Sender<bool>, Aborting<()>)>;
 
 async fn stop_partition(running: &mut Running, ownership: &Ownership, partition: u32) {
-    if let Some((stop, task)) = running.remove(&partition) {
+    if let Some((stop, mut task)) = running.remove(&partition) {
         let _ = stop.send(true);
         // It stops between batches, never half-way through one.
-        let _ = task.await;
+        let _ = (&mut task.0).await;
     }
     ownership.set_serving(partition, false);
     ownership.set_assigned(partition, false);
@@ -55,12 +65,12 @@ pub async fn manage(
                         }
                         ownership.set_assigned(partition, true);
                         let (stop_tx, stop_rx) = watch::channel(false);
-                        let run = tokio::spawn(runner.clone().run(partition, stop_rx));
+                        let mut run = Aborting(tokio::spawn(runner.clone().run(partition, stop_rx)));
                         let failed = failed_tx.clone();
                         // A runner that fails — or panics — stops the node: a partition
                         // assigned here but run by nobody would be served by nobody.
                         let task = tokio::spawn(async move {
-                            let error = match run.await {
+                            let error = match (&mut run.0).await {
                                 Ok(Ok(())) => return,
                                 Ok(Err(e)) => e,
                                 Err(join) => FollowError::Panicked {
@@ -70,7 +80,7 @@ pub async fn manage(
                             };
                             let _ = failed.send(error);
                         });
-                        running.insert(partition, (stop_tx, task));
+                        running.insert(partition, (stop_tx, Aborting(task)));
                     }
                 }
                 Some(PlacementEvent::Revoked(revoked)) => {
@@ -87,4 +97,62 @@ pub async fn manage(
         stop_partition(&mut running, &ownership, partition).await;
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::sync::oneshot;
+
+    /// A runner that tells when it started and, by dropping its sender, when it ended.
+    struct Holding {
+        started: mpsc::UnboundedSender<oneshot::Receiver<()>>,
+    }
+
+    impl PartitionRunner for Holding {
+        fn run(
+            self: Arc<Self>,
+            _partition: u32,
+            _stop: watch::Receiver<bool>,
+        ) -> crate::BoxFuture<'static, Result<(), FollowError>> {
+            let (alive, ended) = oneshot::channel::<()>();
+            let _ = self.started.send(ended);
+            // Ignores its stop: only an abort ends it.
+            Box::pin(async move {
+                let _alive = alive;
+                std::future::pending::<()>().await;
+                Ok(())
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn when_the_manager_is_cut_short_nothing_it_started_runs_on() {
+        let (started, mut runs) = mpsc::unbounded_channel();
+        let (events, placed) = mpsc::unbounded_channel();
+        let (_stop, stop) = watch::channel(false);
+        let manager = tokio::spawn(manage(
+            placed,
+            Arc::new(Holding { started }),
+            Arc::new(Ownership::new(2)),
+            Arc::new(Notify::new()),
+            stop,
+        ));
+        events
+            .send(PlacementEvent::Assigned(vec![0, 1]))
+            .expect("the manager listens");
+        let mut ended = Vec::new();
+        for _ in 0..2 {
+            ended.push(runs.recv().await.expect("a runner started"));
+        }
+        manager.abort();
+        for end in ended {
+            let gone = tokio::time::timeout(Duration::from_secs(10), end).await;
+            assert!(
+                matches!(gone, Ok(Err(_))),
+                "the runner was aborted with its manager"
+            );
+        }
+    }
 }

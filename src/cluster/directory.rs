@@ -7,8 +7,10 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// Tokio's: a simulation's paused clock moves it (outside one it is the system's monotonic clock).
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// How often a node announces itself.
 pub const ANNOUNCE_EVERY: Duration = Duration::from_secs(1);

@@ -6,16 +6,16 @@
 use super::assigned::{PlacementEvent, manage};
 use super::auth::PeerKey;
 use super::directory::{ANNOUNCE_EVERY, Directory};
-use super::members::{self, Announcement, Announcer};
+use super::members::{self, Announcement, Announcer, MembersTopic};
 use super::placement::{self, Role};
-use crate::log::kafka::Connection;
 use crate::partition::follower::FollowError;
 use crate::partition::ownership::Ownership;
 use crate::partition::runner::{PartitionRunner, stopped};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{Notify, mpsc, watch};
+use tokio::time::Instant;
 
 /// Why a node could not join.
 #[derive(Debug, thiserror::Error)]
@@ -24,16 +24,12 @@ pub struct JoinError(pub String);
 
 /// How a node joins.
 pub struct JoinSettings {
-    /// The connection to the brokers.
-    pub connection: Connection,
-    /// The members topic.
-    pub members_topic: String,
+    /// Where announcements travel.
+    pub members: Arc<dyn MembersTopic>,
     /// Where peers reach this node: also its name in the placement.
     pub advertise: String,
     /// How long a silent node keeps its partitions.
     pub member_timeout: Duration,
-    /// Longest wait for one Kafka request.
-    pub timeout: Duration,
     /// The cluster's peer secret (announcements are signed).
     pub key: PeerKey,
 }
@@ -71,21 +67,14 @@ pub async fn join(
     let directory = Arc::new(Directory::new(node, settings.member_timeout));
     // Reading announcements starts before anything is announced, so none is missed.
     let reader = members::listen(
-        &settings.connection,
-        &settings.members_topic,
+        settings.members.as_ref(),
         settings.key.clone(),
         directory.clone(),
         stop.clone(),
-        settings.timeout,
     )
     .await
     .map_err(|e| failed(&e))?;
-    let announcer = Announcer::new(
-        &settings.connection,
-        &settings.members_topic,
-        settings.key.clone(),
-    )
-    .map_err(|e| failed(&e))?;
+    let announcer = Announcer::new(settings.members.clone(), settings.key.clone());
     let arbiters = groups
         .iter()
         .find(|g| g.role == Role::Arbiter)

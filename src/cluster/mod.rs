@@ -2,7 +2,7 @@
 //!
 //! * [`router`]: which partition service answers — this node's own, or its owner's.
 //! * [`peer`] and [`remote`]: typed, versioned messages between nodes; the remote partition
-//!   asks the owner, the owner's endpoint answers from its own partitions only; [`auth`] signs
+//!   asks the owner through a [`transport`] (HTTP; `loopback` in one process for tests), the owner's endpoint answers from its own partitions only; [`auth`] signs
 //!   them (and announcements) and refuses replays.
 //! * [`membership`]: announcing, following the others, and running what the [`placement`]
 //!   (rendezvous hashing over the live nodes) gives this node; [`assigned`] starts and stops
@@ -15,9 +15,12 @@
 pub mod assigned;
 pub mod auth;
 pub mod directory;
+#[cfg(any(test, feature = "test-support"))]
+pub mod loopback;
 pub mod members;
 pub mod membership;
 pub mod peer;
 pub mod placement;
 pub mod remote;
 pub mod router;
+pub mod transport;

@@ -1,5 +1,6 @@
-//! A partition another node owns, asked over typed peer messages ([`super::peer`]), and the
-//! endpoint that answers them on the owner.
+//! A partition another node owns, asked over typed peer messages ([`super::peer`]) through a
+//! [`PeerTransport`]; the HTTP transport ([`PeerClient`]) and the endpoint that answers it on
+//! the owner.
 
 use super::auth::{PeerKey, ReplayGuard, nonce};
 use super::peer::{
@@ -7,6 +8,7 @@ use super::peer::{
     TIME,
 };
 use super::router::Router;
+use super::transport::{PeerTransport, refused_as_error};
 use crate::clock::SharedClock;
 use crate::core::event::EventBody;
 use crate::core::key::{OperationId, ScopedHash};
@@ -43,7 +45,7 @@ impl PeerClient {
         }
     }
 
-    async fn ask(
+    async fn ask_over_http(
         &self,
         base: &str,
         partition: u32,
@@ -91,17 +93,27 @@ impl PeerClient {
             .verify("response", &[&nonce, &bytes], &signature)
             .map_err(|e| failed(e.to_string()))?;
         match peer::decode::<PeerResponse>(&bytes) {
-            Ok(PeerResponse::Refused(refusal)) => Err(refusal.into_error(partition)),
-            Ok(response) => Ok(response),
+            Ok(response) => refused_as_error(response, partition),
             Err(e) => Err(failed(e.to_string())),
         }
     }
 }
 
+impl PeerTransport for PeerClient {
+    fn ask<'a>(
+        &'a self,
+        base: &'a str,
+        partition: u32,
+        request: &'a PeerRequest,
+    ) -> crate::BoxFuture<'a, Result<PeerResponse, PartitionError>> {
+        Box::pin(self.ask_over_http(base, partition, request))
+    }
+}
+
 /// A partition served by the node at `base`.
 pub struct RemotePartition {
-    /// The client.
-    pub client: Arc<PeerClient>,
+    /// How the owner is reached.
+    pub client: Arc<dyn PeerTransport>,
     /// The owner's base address (`http://host:port`).
     pub base: String,
     /// The partition.
@@ -281,7 +293,7 @@ fn refuse(error: crate::cluster::auth::AuthError) -> Response {
 }
 
 /// Serves a peer's request from this node's own partitions only: a node never asks a third.
-async fn serve(router: &Router, request: PeerRequest) -> PeerResponse {
+pub(crate) async fn serve(router: &Router, request: PeerRequest) -> PeerResponse {
     let refused = |e: PartitionError| PeerResponse::Refused(Refusal::of(&e));
     match request {
         PeerRequest::Submit {
@@ -351,7 +363,7 @@ mod tests {
 
     /// An owner serving partition 0 of 2 over HTTP on a free port, its store holding a lease
     /// that lapsed at `NOW - 1` and one that lapses at `NOW + 1`; its address and a client.
-    async fn owner() -> (String, Arc<PeerClient>, OperationId) {
+    async fn owner(over: Over) -> (String, Arc<dyn PeerTransport>, OperationId) {
         let store: SharedStore = Arc::new(MemoryStore::new());
         let (lapsed, later) = (OperationId([1; 16]), OperationId([2; 16]));
         let lease = |id, due_ms| DeadlineChange {
@@ -373,17 +385,27 @@ mod tests {
             .expect("commits");
         let clock = ManualClock::new(NOW);
         let log = Arc::new(MemoryLog::new(2, clock.clone()).expect("log"));
-        let (base, client) = serve_partition_0(store, log, clock).await;
+        let (base, client) = serve_partition_0(store, log, clock, over).await;
         (base, client, lapsed)
     }
 
-    /// Serves partition 0 of `log` and `store` over HTTP on a free port: its address and a
-    /// client.
+    /// The transports under test: every one passes the same suite.
+    #[derive(Clone, Copy, Debug)]
+    enum Over {
+        Http,
+        Loopback,
+    }
+
+    const TRANSPORTS: [Over; 2] = [Over::Http, Over::Loopback];
+
+    /// Serves partition 0 of `log` and `store` (over HTTP on a free port, or in memory): its
+    /// address and a transport that reaches it.
     async fn serve_partition_0(
         store: SharedStore,
         log: Arc<MemoryLog>,
         clock: crate::clock::SharedClock,
-    ) -> (String, Arc<PeerClient>) {
+        over: Over,
+    ) -> (String, Arc<dyn PeerTransport>) {
         let ownership = Arc::new(Ownership::new(2));
         ownership.set_assigned(0, true);
         ownership.set_serving(0, true);
@@ -396,6 +418,13 @@ mod tests {
             sole: false,
         });
         let router = Arc::new(Router::new(LocalPartition::all(shared), ownership, None));
+        if let Over::Loopback = over {
+            let peers = Arc::new(crate::cluster::loopback::LoopbackPeers::new());
+            peers.attach("node-0", &router);
+            // The registry holds the router weakly: keep it alive for the test.
+            std::mem::forget(router);
+            return ("node-0".into(), peers);
+        }
         let key = PeerKey::new("a-cluster-secret-of-enough-length");
         let inbound = Arc::new(Inbound {
             router,
@@ -413,6 +442,12 @@ mod tests {
 
     #[tokio::test]
     async fn an_operations_history_is_read_from_its_owner_through_the_index() {
+        for over in TRANSPORTS {
+            history_through_the_index(over).await;
+        }
+    }
+
+    async fn history_through_the_index(over: Over) {
         use crate::log::model::{EventLog, NewRecord, partition_for};
         use crate::projection::EventRef;
         let record = (1..=u8::MAX)
@@ -446,7 +481,7 @@ mod tests {
             .commit(0, Position::default(), changes)
             .await
             .expect("commits");
-        let (base, client) = serve_partition_0(store, log, clock).await;
+        let (base, client) = serve_partition_0(store, log, clock, over).await;
         let remote = RemotePartition {
             client,
             base,
@@ -479,7 +514,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_consumer_on_another_node_learns_what_is_due_from_the_owner() {
-        let (base, client, lapsed) = owner().await;
+        for over in TRANSPORTS {
+            due_from_the_owner(over).await;
+        }
+    }
+
+    async fn due_from_the_owner(over: Over) {
+        let (base, client, lapsed) = owner(over).await;
         let remote = |partition| RemotePartition {
             client: client.clone(),
             base: base.clone(),
@@ -500,5 +541,26 @@ mod tests {
             matches!(refused, PartitionError::NotServing { partition: 1 }),
             "{refused:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_node_nobody_answers_at_is_a_peer_error_on_every_transport() {
+        let clock = ManualClock::new(NOW);
+        for over in TRANSPORTS {
+            let log = Arc::new(MemoryLog::new(2, clock.clone()).expect("log"));
+            let store: SharedStore = Arc::new(MemoryStore::new());
+            let (_, client) = serve_partition_0(store, log, clock.clone(), over).await;
+            // Port 1 of the loopback address: nothing listens there.
+            let remote = RemotePartition {
+                client,
+                base: "http://127.0.0.1:1".into(),
+                partition: 0,
+            };
+            let failed = remote.queue(10).await.expect_err("nobody answers");
+            assert!(
+                matches!(failed, PartitionError::Peer(_)),
+                "{over:?}: {failed:?}"
+            );
+        }
     }
 }

@@ -4,20 +4,21 @@
 //! so a request is never broadcast to find its owner.
 
 use super::directory::Directory;
-use super::remote::{PeerClient, RemotePartition};
+use super::remote::RemotePartition;
+use super::transport::PeerTransport;
 use crate::core::key::{OperationId, ScopedHash};
 use crate::log::model::{partition_for, partition_of_key};
 use crate::partition::ownership::Ownership;
 use crate::partition::{Partition, PartitionError};
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 /// Where the partitions other nodes own are found.
 pub struct Peers {
     /// Who owns which partition, as announced.
     pub directory: Arc<Directory>,
     /// How to ask them.
-    pub client: Arc<PeerClient>,
+    pub client: Arc<dyn PeerTransport>,
 }
 
 /// Routes requests to partitions.

@@ -16,6 +16,7 @@ pub use rebuild::rebuild;
 
 use crate::clock::SystemClock;
 use crate::cluster::auth::{PeerKey, ReplayGuard};
+use crate::cluster::members::kafka::KafkaMembers;
 use crate::cluster::membership::{self, Group, JoinSettings};
 use crate::cluster::placement::Role;
 use crate::cluster::remote::{Inbound, PeerClient};
@@ -361,16 +362,17 @@ fn join_settings(
             config.listen.port()
         )));
     }
+    let connection = Connection::new(&kafka.brokers, &kafka.librdkafka);
+    let members = KafkaMembers::new(connection, &kafka.members_topic, KAFKA_TIMEOUT)
+        .map_err(|e| NodeError::Cluster(e.to_string()))?;
     Ok(JoinSettings {
-        connection: Connection::new(&kafka.brokers, &kafka.librdkafka),
-        members_topic: kafka.members_topic.clone(),
+        members: Arc::new(members),
         advertise: kafka
             .advertise
             .clone()
             .unwrap_or_else(|| format!("http://{}", config.listen)),
         member_timeout: kafka.member_timeout,
         key,
-        timeout: KAFKA_TIMEOUT,
     })
 }
 

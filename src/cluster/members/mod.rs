@@ -7,17 +7,21 @@
 //! request routed by a stale entry is refused by its addressee (it serves only what it owns).
 //! Announcements are signed with the peer secret and numbered per node, so nobody without the
 //! secret can announce, and an old one cannot be replayed (see [`super::auth`]).
+//!
+//! The topic itself is a seam ([`MembersTopic`]): a Kafka topic ([`kafka`]), or in memory
+//! between the nodes of one simulation (`memory`, `test-support` feature).
 
 use super::auth::PeerKey;
 use super::directory::{Directory, Peer};
-use crate::log::kafka::{Connection, topic_partitions};
-use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::message::Message;
-use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::watch;
+
+#[cfg(any(test, feature = "test-support"))]
+pub mod conformance;
+pub mod kafka;
+#[cfg(any(test, feature = "test-support"))]
+pub mod memory;
 
 /// Format of announcements: a u16 prefix, bincode, then the HMAC-SHA256 of both (32 bytes).
 const MEMBERS_FORMAT: u16 = 1;
@@ -52,6 +56,9 @@ pub enum MembersError {
     /// Kafka failed.
     #[error("members topic: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
+    /// The topic's metadata could not be read.
+    #[error("members topic: {0}")]
+    Metadata(String),
     /// The topic has more than one partition: announcements on the others would go unread.
     #[error("members topic {topic} has {on_broker} partitions; it needs exactly 1")]
     PartitionCount {
@@ -100,120 +107,78 @@ pub fn decode(bytes: &[u8], key: &PeerKey) -> Result<Announcement, MembersError>
     }
 }
 
+/// Where announcements travel: every node publishes to it and reads all of it.
+pub trait MembersTopic: Send + Sync + 'static {
+    /// Publishes one encoded announcement; fire and forget (the next follows within a second).
+    fn publish(&self, bytes: Vec<u8>);
+    /// Waits up to `timeout` for what was published to be delivered (a stopping node's last
+    /// words).
+    fn flush(&self, timeout: Duration);
+    /// Starts reading at the topic's current end; returns once that position is fixed, so
+    /// nothing published afterwards is missed.
+    fn subscribe(&self) -> crate::BoxFuture<'_, Result<Box<dyn MembersFeed>, MembersError>>;
+}
+
+/// The messages of the topic, in order, from where the subscription started.
+pub trait MembersFeed: Send {
+    /// The next message (transient read errors are retried inside).
+    fn next(&mut self) -> crate::BoxFuture<'_, Vec<u8>>;
+}
+
 /// Sends announcements.
 pub struct Announcer {
-    producer: FutureProducer,
-    topic: String,
+    topic: Arc<dyn MembersTopic>,
     key: PeerKey,
     seq: u64,
 }
 
 impl Announcer {
-    /// A producer for `topic`.
-    pub fn new(connection: &Connection, topic: &str, key: PeerKey) -> Result<Self, MembersError> {
-        let producer = connection
-            .client_config()
-            .set("linger.ms", "0")
-            // One announcement per request: some Kafka-protocol brokers (tansu 0.6) show a
-            // multi-record batch's later records only after the next append, and an
-            // announcement must be visible as soon as it is sent. It costs nothing on real
-            // Kafka (about one announcement a second), and the connection passes only security
-            // and socket settings from `[log.librdkafka]`, so a config cannot set it here.
-            .set("batch.num.messages", "1")
-            .set("message.timeout.ms", "5000")
-            .create()?;
-        Ok(Self {
-            producer,
-            key,
-            seq: 0,
-            topic: topic.to_owned(),
-        })
+    /// Announces on `topic`, signing with `key`.
+    pub fn new(topic: Arc<dyn MembersTopic>, key: PeerKey) -> Self {
+        Self { topic, key, seq: 0 }
     }
 
-    /// Waits up to `timeout` for what was announced to reach the broker (the last words of a
-    /// node that stops).
+    /// Waits up to `timeout` for what was announced to be delivered.
     pub fn flush(&self, timeout: Duration) {
-        use rdkafka::producer::Producer;
-        if let Err(e) = self.producer.flush(timeout) {
-            tracing::warn!(error = %e, "the last announcement may not have reached the broker");
-        }
+        self.topic.flush(timeout);
     }
 
     /// Announces; fire and forget (the next announcement follows within a second).
     pub fn announce(&mut self, announcement: &mut Announcement) {
         self.seq += 1;
         announcement.seq = self.seq;
-        let bytes = encode(announcement, &self.key);
-        let record = FutureRecord::<(), _>::to(&self.topic)
-            .partition(0)
-            .payload(&bytes);
-        if let Err((e, _)) = self.producer.send_result(record) {
-            tracing::warn!(error = %e, "could not enqueue an announcement");
-        }
+        self.topic.publish(encode(announcement, &self.key));
     }
 }
 
-/// Starts reading the members topic from its current end into `directory`; returns once the
-/// position is fixed. Reads until `stop`.
+/// Starts reading `topic` from its current end into `directory`; returns once the position is
+/// fixed. Reads until `stop`.
 pub async fn listen(
-    connection: &Connection,
-    topic: &str,
+    topic: &dyn MembersTopic,
     key: PeerKey,
     directory: Arc<Directory>,
     mut stop: watch::Receiver<bool>,
-    timeout: Duration,
 ) -> Result<tokio::task::JoinHandle<()>, MembersError> {
-    let consumer: StreamConsumer = connection
-        .client_config()
-        .set("group.id", "opledger-members")
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "false")
-        .set("fetch.wait.max.ms", "10")
-        .create()?;
-    let consumer = Arc::new(consumer);
-    let (c, t) = (consumer.clone(), topic.to_owned());
-    let on_broker = tokio::task::spawn_blocking(move || topic_partitions(c.as_ref(), &t, timeout))
-        .await
-        .map_err(|e| MembersError::Undecodable(e.to_string()))??;
-    if on_broker != 1 {
-        return Err(MembersError::PartitionCount {
-            topic: topic.to_owned(),
-            on_broker,
-        });
-    }
-    let (c, t) = (consumer.clone(), topic.to_owned());
-    let (_, high) = tokio::task::spawn_blocking(move || c.fetch_watermarks(&t, 0, timeout))
-        .await
-        .map_err(|e| MembersError::Undecodable(e.to_string()))??;
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Offset(high))?;
-    consumer.assign(&tpl)?;
+    let mut feed = topic.subscribe().await?;
     Ok(tokio::spawn(async move {
         loop {
             let message = tokio::select! {
+                biased;
                 _ = stop.wait_for(|s| *s) => return,
-                m = consumer.recv() => m,
+                m = feed.next() => m,
             };
-            let message = match message {
-                Ok(m) => m,
-                Err(e) => {
-                    tracing::debug!(error = %e, "members topic: transient fetch error");
-                    continue;
-                }
-            };
-            match message.payload().map(|p| decode(p, &key)) {
-                Some(Ok(a)) if a.leaving => directory.leave(a.node, a.seq),
-                Some(Ok(a)) => directory.announce(
+            match decode(&message, &key) {
+                Ok(a) if a.leaving => directory.leave(a.node, a.seq),
+                Ok(a) => directory.announce(
                     Peer {
                         node: a.node,
                         seq: a.seq,
                         advertise: a.advertise,
                         partitions: a.partitions,
                     },
-                    Instant::now(),
+                    tokio::time::Instant::now(),
                 ),
-                Some(Err(e)) => tracing::warn!(error = %e, "members topic: skipped a message"),
-                None => {}
+                Err(e) => tracing::warn!(error = %e, "members topic: skipped a message"),
             }
         }
     }))
@@ -274,11 +239,16 @@ mod tests {
 
     /// Format 1 of the sample announcement, frozen.
     const ANNOUNCEMENT_V1_HEX: &str =
-        include_str!("../../schemas/fixtures/members-announcement-v1.hex");
+        include_str!("../../../schemas/fixtures/members-announcement-v1.hex");
 
     #[test]
     fn the_frozen_format_1_announcement_still_decodes() {
         let bytes = hex::decode(ANNOUNCEMENT_V1_HEX.trim()).expect("fixture is hex");
         assert_eq!(decode(&bytes, &key()).expect("decodes"), sample());
+    }
+
+    #[tokio::test]
+    async fn the_in_memory_topic_passes_the_conformance_suite() {
+        conformance::run(&memory::MemoryMembers::new()).await;
     }
 }
