@@ -243,3 +243,73 @@ async fn a_full_disk_answers_retriable_503_and_the_node_goes_on_once_space_is_ba
     server.stop();
     drop(disk);
 }
+
+/// How `serve` with the N-th fsync failing ended: it exited during start (code and stderr), or
+/// it started listening.
+enum Started {
+    Exited(Option<i32>, String),
+    Listening,
+}
+
+fn serve_with_fsync_failing_at(dir: &Path, config: &Path, n: u32) -> Started {
+    use std::io::BufRead;
+    let stderr_path = dir.join(format!("stderr-fsync-{n}.log"));
+    let stderr = std::fs::File::create(&stderr_path).expect("creates stderr file");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .env("OPLEDGER_FAULTS", format!("fsync_fails_at={n}"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("starts opledger");
+    let stdout = child.stdout.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let listening = std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line.starts_with("opledger listening on "));
+        let _ = tx.send(listening);
+    });
+    // A bound for a failure, not a pause: before the fix the node retried for ever.
+    let listening = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("with fsync {n} failing, serve neither listened nor exited"));
+    if listening {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Started::Listening;
+    }
+    let status = child.wait().expect("exited");
+    Started::Exited(
+        status.code(),
+        std::fs::read_to_string(&stderr_path).unwrap_or_default(),
+    )
+}
+
+/// An fsync that fails while the node starts (recording its ownership of a partition) stops
+/// it with the reason, instead of retrying for ever without serving; once the fault is gone,
+/// it starts on what is on disk.
+#[test]
+fn an_fsync_that_fails_while_starting_stops_the_node_with_the_reason() {
+    let mut exited = 0;
+    for n in 1..=6 {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let config = config_in(tmp.path());
+        match serve_with_fsync_failing_at(tmp.path(), &config, n) {
+            Started::Listening => {}
+            Started::Exited(code, stderr) => {
+                exited += 1;
+                assert_ne!(code, Some(0), "fsync {n}: {stderr}");
+                assert!(
+                    stderr.contains("fsync") && stderr.contains("restart the node"),
+                    "fsync {n}: {stderr}"
+                );
+                let server = Server::start_existing(tmp.path(), &config);
+                server.stop();
+            }
+        }
+    }
+    assert!(exited > 0, "no fsync of the start was hit");
+}

@@ -54,6 +54,7 @@ pub async fn manage(
     let (failed_tx, mut failed) = mpsc::unbounded_channel::<FollowError>();
     let result = loop {
         tokio::select! {
+            biased;
             _ = stopped(&mut stop) => break Ok(()),
             Some(e) = failed.recv() => break Err(e),
             event = events.recv() => match event {
@@ -92,7 +93,8 @@ pub async fn manage(
             },
         }
     };
-    let all: Vec<u32> = running.keys().copied().collect();
+    let mut all: Vec<u32> = running.keys().copied().collect();
+    all.sort_unstable();
     for partition in all {
         stop_partition(&mut running, &ownership, partition).await;
     }

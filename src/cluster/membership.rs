@@ -128,27 +128,40 @@ async fn place(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut changes = directory.changes();
+    // The placement is a pure function of the live nodes: computed again only when they change
+    // (it hashes every pair of node and partition).
+    let mut placed_for: Option<BTreeSet<String>> = None;
+    let mut wanted: Vec<BTreeSet<u32>> = Vec::new();
     loop {
         let live = directory.live(&me, Instant::now());
-        let names: BTreeSet<&str> = live.iter().map(String::as_str).collect();
-        for (role, ownership, events) in &places {
-            let count = ownership.partition_count();
-            let wanted: BTreeSet<u32> = placement::mine(*role, &me, &names, count)
-                .into_iter()
+        let nodes = live.len();
+        if placed_for.as_ref() != Some(&live) {
+            let names: BTreeSet<&str> = live.iter().map(String::as_str).collect();
+            wanted = places
+                .iter()
+                .map(|(role, ownership, _)| {
+                    placement::mine(*role, &me, &names, ownership.partition_count())
+                        .into_iter()
+                        .collect()
+                })
                 .collect();
+            placed_for = Some(live);
+        }
+        for ((role, ownership, events), wanted) in places.iter().zip(&wanted) {
             let held: BTreeSet<u32> = ownership.assigned().into_iter().collect();
-            let gone: Vec<u32> = held.difference(&wanted).copied().collect();
+            let gone: Vec<u32> = held.difference(wanted).copied().collect();
             let new: Vec<u32> = wanted.difference(&held).copied().collect();
             if !gone.is_empty() {
-                tracing::info!(?role, partitions = ?gone, nodes = names.len(), "placement moved partitions away");
+                tracing::info!(?role, partitions = ?gone, nodes, "placement moved partitions away");
                 let _ = events.send(PlacementEvent::Revoked(gone));
             }
             if !new.is_empty() {
-                tracing::info!(?role, partitions = ?new, nodes = names.len(), "placement gave partitions");
+                tracing::info!(?role, partitions = ?new, nodes, "placement gave partitions");
                 let _ = events.send(PlacementEvent::Assigned(new));
             }
         }
         tokio::select! {
+            biased;
             _ = stopped(&mut stop) => return,
             _ = changes.changed() => {}
             _ = tokio::time::sleep(ANNOUNCE_EVERY / 2) => {}
@@ -169,6 +182,7 @@ async fn announce(
         me.partitions = arbiters.served();
         announcer.announce(&mut me);
         tokio::select! {
+            biased;
             _ = stopped(&mut stop) => break,
             _ = changed.notified() => {}
             _ = tokio::time::sleep(ANNOUNCE_EVERY) => {}

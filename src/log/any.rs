@@ -13,17 +13,6 @@ pub enum AnyLog {
     Kafka(KafkaLog),
 }
 
-impl AnyLog {
-    /// Why the log stopped accepting appends for good, if it did (an fsync of the embedded
-    /// log failed; a Kafka log has no such state: each append asks the brokers again).
-    pub fn failure(&self) -> Option<String> {
-        match self {
-            Self::Embedded(log) => log.failure().map(str::to_owned),
-            Self::Kafka(_) => None,
-        }
-    }
-}
-
 impl EventLog for AnyLog {
     fn partition_count(&self) -> u32 {
         match self {
@@ -66,6 +55,14 @@ impl EventLog for AnyLog {
         match self {
             Self::Embedded(log) => log.wait_beyond(partition, offset).await,
             Self::Kafka(log) => log.wait_beyond(partition, offset).await,
+        }
+    }
+
+    /// A Kafka log has no such state: each append asks the brokers again.
+    fn failure(&self) -> Option<String> {
+        match self {
+            Self::Embedded(log) => log.failure(),
+            Self::Kafka(_) => None,
         }
     }
 }

@@ -8,21 +8,26 @@
 
 use crate::clock::SharedClock;
 use crate::log::model::{Appended, EventLog, LogError, LogRecord, NewRecord, Offset};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 /// Largest payload accepted, as the embedded log's default.
 pub const RECORD_BYTES_MAX: usize = 1 << 20;
 
+// Waiters are woken through `Notify`, in the order they began to wait: tokio's `watch` wakes
+// its receivers in a random order, and a simulation must depend on its seed alone.
 struct Partition {
     records: Mutex<Vec<LogRecord>>,
-    /// The partition's end, for waiters.
-    end: watch::Sender<Offset>,
+    /// Woken when the partition grows.
+    grew: Notify,
 }
 
 struct Storage {
     partitions: Vec<Partition>,
-    closed: watch::Sender<bool>,
+    closed: AtomicBool,
+    /// Woken when the log closes.
+    closing: Notify,
 }
 
 /// An in-memory partitioned log.
@@ -43,13 +48,14 @@ impl MemoryLog {
         let partitions = (0..partitions)
             .map(|_| Partition {
                 records: Mutex::new(Vec::new()),
-                end: watch::Sender::new(0),
+                grew: Notify::new(),
             })
             .collect();
         Ok(Self {
             storage: Arc::new(Storage {
                 partitions,
-                closed: watch::Sender::new(false),
+                closed: AtomicBool::new(false),
+                closing: Notify::new(),
             }),
             clock,
         })
@@ -71,7 +77,8 @@ impl MemoryLog {
 
     /// Closes the log: waiters get [`LogError::Closed`], appends are refused.
     pub fn close(&self) {
-        self.storage.closed.send_replace(true);
+        self.storage.closed.store(true, Ordering::SeqCst);
+        self.storage.closing.notify_waiters();
     }
 
     fn partition(&self, partition: u32) -> Result<&Partition, LogError> {
@@ -101,7 +108,7 @@ impl MemoryLog {
         records: Vec<NewRecord>,
         stamp: impl Fn(u64) -> u64,
     ) -> Result<Vec<Appended>, LogError> {
-        if *self.storage.closed.borrow() {
+        if self.storage.closed.load(Ordering::SeqCst) {
             return Err(LogError::Closed);
         }
         let p = self.partition(partition)?;
@@ -129,7 +136,8 @@ impl MemoryLog {
                 timestamp_ms,
             });
         }
-        p.end.send_replace(stored.len() as Offset);
+        drop(stored);
+        p.grew.notify_waiters();
         Ok(acks)
     }
 }
@@ -165,16 +173,31 @@ impl EventLog for MemoryLog {
     }
 
     async fn end_offset(&self, partition: u32) -> Result<Offset, LogError> {
-        Ok(*self.partition(partition)?.end.borrow())
+        let p = self.partition(partition)?;
+        Ok(p.records.lock().unwrap_or_else(|e| e.into_inner()).len() as Offset)
     }
 
     async fn wait_beyond(&self, partition: u32, offset: Offset) -> Result<(), LogError> {
-        let mut end = self.partition(partition)?.end.subscribe();
-        let mut closed = self.storage.closed.subscribe();
-        tokio::select! {
-            biased;
-            reached = end.wait_for(|end| *end > offset) => reached.map(|_| ()).map_err(|_| LogError::Closed),
-            _ = closed.wait_for(|c| *c) => Err(LogError::Closed),
+        let p = self.partition(partition)?;
+        loop {
+            // Registered before the state is read: a change in between still wakes this wait.
+            let grew = p.grew.notified();
+            let closing = self.storage.closing.notified();
+            tokio::pin!(grew, closing);
+            grew.as_mut().enable();
+            closing.as_mut().enable();
+            let end = p.records.lock().unwrap_or_else(|e| e.into_inner()).len() as Offset;
+            if end > offset {
+                return Ok(());
+            }
+            if self.storage.closed.load(Ordering::SeqCst) {
+                return Err(LogError::Closed);
+            }
+            tokio::select! {
+                biased;
+                () = &mut grew => {}
+                () = &mut closing => {}
+            }
         }
     }
 }

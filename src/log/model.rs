@@ -244,6 +244,12 @@ pub trait EventLog: Send + Sync + 'static {
         partition: u32,
         offset: Offset,
     ) -> impl Future<Output = Result<(), LogError>> + Send;
+
+    /// Why the log stopped accepting appends for good, if it did (an fsync failed: only a
+    /// reopen, that is a restart, appends again). A log that cannot fail so answers `None`.
+    fn failure(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Records read per call by whole-log walks (audit, verify, export, offline history).

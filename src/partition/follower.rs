@@ -51,6 +51,17 @@ pub enum FollowError {
         /// Why.
         reason: String,
     },
+    /// The log stopped accepting appends for good (an fsync failed) before this node could
+    /// record its ownership: the partition cannot be served until the node restarts.
+    #[error(
+        "partition {partition}: cannot record this node's ownership: {reason}; restart the node: it recovers from what is on disk"
+    )]
+    LogFailed {
+        /// Partition.
+        partition: u32,
+        /// The log's failure.
+        reason: String,
+    },
     /// The task running the partition panicked (a bug: an assertion that stays on).
     #[error("partition {partition}: its task stopped unexpectedly: {reason}")]
     Panicked {

@@ -113,7 +113,12 @@ impl<L: EventLog> ArbiterRunner<L> {
             ended = &mut running => return ended,
             recorded = shared.record_ownership(partition, &self.owner) => {
                 if let Err(e) = recorded {
-                    return Err(FollowError::Ownership { partition, reason: e.to_string() });
+                    // A log that failed for good is not worth another try: the node stops
+                    // and says why, rather than retry for ever without serving.
+                    return Err(match shared.log.failure() {
+                        Some(reason) => FollowError::LogFailed { partition, reason },
+                        None => FollowError::Ownership { partition, reason: e.to_string() },
+                    });
                 }
             }
         }

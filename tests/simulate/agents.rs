@@ -5,15 +5,18 @@
 
 use crate::faults::Faults;
 use crate::lock;
+use crate::net::Net;
 use crate::node::Node;
+
 use crate::rng::Rng;
-use crate::world::{Call, KEYED, World};
+use crate::world::{CANCEL, Call, KEYED, World};
 use opledger::config::Principal;
 use opledger::core::decision::Decision;
 use opledger::core::event::{BusinessResult, FailureKind, ResolvedOutcome};
 use opledger::core::key::OperationId;
 use opledger::core::operation::{OpState, OperationRecord};
 use opledger::ledger::{ClaimInput, Claimed, Ledger, LedgerError, OperatorCommand, Report};
+use opledger::log::memory::MemoryLog;
 use opledger::partition::Answer;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,8 +48,16 @@ pub struct Seen {
 
 /// What the agents and the operator share, and what they leave for the checkers.
 pub struct Run {
-    /// The node.
-    pub node: Arc<Node>,
+    /// The nodes (one, or a cluster sharing the log).
+    pub nodes: Vec<Arc<Node>>,
+    /// The log they share.
+    pub log: MemoryLog,
+    /// The cluster's network, if there is more than one node.
+    pub net: Option<Arc<Net>>,
+    /// Appends whose fsync fails, per mille, on every node (zero once the faults end).
+    pub fsync_failures: Arc<std::sync::atomic::AtomicU32>,
+    /// Restarts of a node whose log had failed.
+    pub failed_log_restarts: std::sync::atomic::AtomicU64,
     /// The external world.
     pub world: Arc<World>,
     /// The faults of this run.
@@ -63,7 +74,12 @@ pub struct Run {
     pub breaches: Mutex<Vec<String>>,
     /// The run's trace: everything received, hashed in order (two runs of a seed must agree).
     pub trace: Mutex<Sha256>,
+    /// What each node answered for each operation once the run had settled.
+    pub final_reads: Mutex<Vec<FinalRead>>,
 }
+
+/// What node `.0` answered for operation `.1` once the run had settled.
+pub type FinalRead = (usize, OperationId, Result<OperationRecord, String>);
 
 /// Why a call to the ledger got no answer.
 enum NoAnswer {
@@ -74,13 +90,15 @@ enum NoAnswer {
 }
 
 impl Run {
-    /// Calls the running node's ledger; a crash while the call is under way cuts it.
-    async fn ask<T, F, Fut>(&self, call: F) -> Result<T, NoAnswer>
+    /// Calls the ledger of node `via` (any node answers for any operation); a crash of that
+    /// node while the call is under way cuts it.
+    async fn ask<T, F, Fut>(&self, via: usize, call: F) -> Result<T, NoAnswer>
     where
         F: FnOnce(Arc<Ledger>) -> Fut,
         Fut: Future<Output = Result<T, LedgerError>>,
     {
-        let Some((ledger, mut crashes)) = self.node.ledger() else {
+        let node = &self.nodes[via % self.nodes.len()];
+        let Some((ledger, mut crashes)) = node.ledger() else {
             return Err(NoAnswer::Down);
         };
         crashes.borrow_and_update();
@@ -107,16 +125,89 @@ impl Run {
         }
     }
 
+    /// A node to call, as a client behind a load balancer reaches one.
+    fn pick(&self, rng: &mut Rng) -> usize {
+        rng.below(self.nodes.len() as u64) as usize
+    }
+
     fn breach(&self, what: String) {
         lock(&self.breaches).push(what);
     }
 }
 
-/// One agent working its intents in order.
+/// Asks every node for every operation, once the run has settled (what an auditor or an
+/// agent would read, whichever node it reached).
+pub async fn read_back(run: &Run) {
+    let ids: Vec<OperationId> = lock(&run.ids).values().flatten().copied().collect();
+    for (n, node) in run.nodes.iter().enumerate() {
+        let Some((ledger, _)) = node.ledger() else {
+            continue;
+        };
+        for id in &ids {
+            let mut read = ledger.get(&run.agent, *id).await;
+            // A placement still settling, or a lost answer, is retriable: ask again a little
+            // later, as a careful client would.
+            for _ in 0..16 {
+                match &read {
+                    Err(e) if e.retriable() => {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        read = ledger.get(&run.agent, *id).await;
+                    }
+                    _ => break,
+                }
+            }
+            lock(&run.final_reads).push((n, *id, read.map_err(|e| e.to_string())));
+        }
+    }
+}
+
+/// How an intent is claimed.
+#[derive(Clone, Copy)]
+enum How {
+    /// A claim of its own key.
+    Claim,
+    /// The compensation of this completed operation (its key derived from the original's).
+    Compensate(OperationId),
+}
+
+/// One agent working its intents in order; now and then it undoes a ticket it created.
 pub async fn agent(run: Arc<Run>, me: usize, intents: Vec<Intent>, mut rng: Rng) {
     for intent in intents {
-        work(&run, me, &intent, &mut rng).await;
+        work(&run, me, &intent, &mut rng, How::Claim).await;
+        if intent.tool == KEYED && rng.chance(run.faults.compensations) {
+            compensate(&run, me, &intent, &mut rng).await;
+        }
     }
+}
+
+/// Compensates `intent`'s operation if the ledger says it completed (an agent undoing what it
+/// did; the compensation is an operation of its own, executed through the same protocol).
+async fn compensate(run: &Run, me: usize, intent: &Intent, rng: &mut Rng) {
+    let Ok(id) = Ledger::operation_id(&run.agent, intent.tool, &intent.key) else {
+        return run.breach(format!("no operation id for {}", intent.key));
+    };
+    let via = run.pick(rng);
+    let read = run
+        .ask(
+            via,
+            |ledger| async move { ledger.get(&run.agent, id).await },
+        )
+        .await;
+    if !matches!(
+        read,
+        Ok(OperationRecord {
+            state: OpState::Completed { .. },
+            ..
+        })
+    ) {
+        return;
+    }
+    let undo = Intent {
+        tool: CANCEL,
+        key: format!("compensation-of-{id}"),
+        request: serde_json::json!({"reason": "undo"}),
+    };
+    work(run, me, &undo, rng, How::Compensate(id)).await;
 }
 
 async fn pause(rng: &mut Rng, lo_ms: u64, hi_ms: u64) {
@@ -125,27 +216,42 @@ async fn pause(rng: &mut Rng, lo_ms: u64, hi_ms: u64) {
 
 /// Claims `intent` until it is settled for this agent (executed and reported, replayed, or
 /// left to a person), within a bounded number of claims.
-async fn work(run: &Run, me: usize, intent: &Intent, rng: &mut Rng) {
+async fn work(run: &Run, me: usize, intent: &Intent, rng: &mut Rng, how: How) {
     let mut life = 0;
     for _ in 0..16 {
         let holder = format!("agent-{me}.{life}");
         let name = holder.as_str();
+        let via = run.pick(rng);
         let claimed = run
-            .ask(|ledger| async move {
-                let input = ClaimInput {
-                    tool: intent.tool,
-                    key: Some(&intent.key),
-                    holder: name,
-                    request: &intent.request,
-                    parent: None,
-                };
-                ledger.claim(&run.agent, input).await
+            .ask(via, |ledger| async move {
+                match how {
+                    How::Claim => {
+                        let input = ClaimInput {
+                            tool: intent.tool,
+                            key: Some(&intent.key),
+                            holder: name,
+                            request: &intent.request,
+                            parent: None,
+                        };
+                        ledger.claim(&run.agent, input).await
+                    }
+                    How::Compensate(original) => ledger
+                        .compensate(&run.agent, original, name, &intent.request)
+                        .await
+                        .map(|answer| Claimed::Decided(Box::new(answer))),
+                }
             })
             .await;
         let answer = match claimed {
             Ok(Claimed::Decided(answer)) => *answer,
             Ok(Claimed::NotRecorded) => {
                 return run.breach(format!("{} was not recorded", intent.tool));
+            }
+            // The original expired (short retention) after it was read completed.
+            Err(NoAnswer::Refused(LedgerError::OriginalNotSettled))
+                if matches!(how, How::Compensate(_)) =>
+            {
+                return;
             }
             Err(NoAnswer::Refused(e)) if !e.retriable() => {
                 return run.breach(format!("a claim was refused for good: {e}"));
@@ -280,8 +386,9 @@ async fn send_report(
     rng: &mut Rng,
 ) {
     for _ in 0..8 {
+        let via = run.pick(rng);
         let answered = run
-            .ask(|ledger| async move {
+            .ask(via, |ledger| async move {
                 ledger
                     .report(
                         &run.agent,
@@ -319,8 +426,9 @@ pub async fn operator(run: Arc<Run>, mut rng: Rng, done: tokio::sync::watch::Rec
             continue;
         }
         let id = ids[rng.below(ids.len() as u64) as usize];
+        let via = run.pick(&mut rng);
         let took = run
-            .ask(|ledger| async move {
+            .ask(via, |ledger| async move {
                 let command = OperatorCommand::TakeOver {
                     expected_version: None,
                 };
@@ -344,8 +452,9 @@ pub async fn operator(run: Arc<Run>, mut rng: Rng, done: tokio::sync::watch::Rec
         };
         for _ in 0..8 {
             let outcome = outcome.clone();
+            let via = run.pick(&mut rng);
             let resolved = run
-                .ask(|ledger| async move {
+                .ask(via, |ledger| async move {
                     let command = OperatorCommand::Resolve {
                         expected_version: None,
                         outcome,

@@ -21,22 +21,27 @@ use std::sync::Arc;
 /// Every violation of the ledger's promises the run shows; empty when it kept them all.
 pub async fn check(run: &Run) -> Vec<String> {
     let mut found: Vec<String> = lock(&run.breaches).clone();
-    found.extend(lock(&run.node.failures).iter().cloned());
-    let log = run.node.log();
-    // A stop may leave the last events unapplied (the arbiter sees the stop first): a restart
-    // would apply them; so does this, before the projection is compared.
+    for node in &run.nodes {
+        found.extend(lock(&node.failures).iter().cloned());
+    }
+    let log = &run.log;
+    // A stop may leave the last events unapplied (the arbiter sees the stop first), and a node
+    // of a cluster holds only what it ran: a restart would apply the rest; so does this, from
+    // where each projection stands, before the projections are compared.
     let (_stop, stopped) = tokio::sync::watch::channel(false);
-    for partition in 0..PARTITIONS {
-        let store: SharedStore = run.node.store();
-        match Follower::new(partition, Arc::new(log.reopen()), store) {
-            Ok(mut follower) => {
-                if let Err(e) = follower.catch_up_unless(&stopped).await {
-                    found.push(format!(
-                        "partition {partition}: the projection does not catch up: {e}"
-                    ));
+    for (n, node) in run.nodes.iter().enumerate() {
+        for partition in 0..PARTITIONS {
+            let store: SharedStore = node.store();
+            match Follower::new(partition, Arc::new(log.reopen()), store) {
+                Ok(mut follower) => {
+                    if let Err(e) = follower.catch_up_unless(&stopped).await {
+                        found.push(format!(
+                            "node {n}, partition {partition}: the projection does not catch up: {e}"
+                        ));
+                    }
                 }
+                Err(e) => found.push(format!("partition {partition}: no follower: {e}")),
             }
-            Err(e) => found.push(format!("partition {partition}: no follower: {e}")),
         }
     }
     // The log folded afresh, one partition in one batch: what any replay must arrive at.
@@ -83,34 +88,23 @@ pub async fn check(run: &Run) -> Vec<String> {
                 "the fresh fold of partition {partition} cannot be kept: {e}"
             ));
         }
-        // The node's projection is the fold of its log.
-        let held = run.node.store().position(partition).ok();
-        if held.map(|p| p.next_offset) != Some(position.next_offset) {
-            found.push(format!(
-                "partition {partition}: the projection is at {:?}, the log holds {}",
-                held.map(|p| p.next_offset),
-                position.next_offset
-            ));
+        // Every node's projection is the fold of the log.
+        for (n, node) in run.nodes.iter().enumerate() {
+            let held = node.store().position(partition).ok();
+            if held.map(|p| p.next_offset) != Some(position.next_offset) {
+                found.push(format!(
+                    "node {n}, partition {partition}: the projection is at {:?}, the log holds {}",
+                    held.map(|p| p.next_offset),
+                    position.next_offset
+                ));
+            }
         }
     }
     let folded = records_of(&fresh);
-    let held = records_of(&run.node.store());
-    if folded != held {
-        let differ = folded
-            .iter()
-            .filter(|(id, r)| held.get(id) != Some(r))
-            .map(|(id, _)| id.to_string())
-            .chain(
-                held.keys()
-                    .filter(|id| !folded.contains_key(id))
-                    .map(|id| id.to_string()),
-            )
-            .take(3)
-            .collect::<Vec<_>>();
-        found.push(format!(
-            "the projection differs from the fold of the log at {differ:?}"
-        ));
+    for (n, node) in run.nodes.iter().enumerate() {
+        found.extend(same_records(n, &folded, &records_of(&node.store())));
     }
+    found.extend(reads_agree(run));
     // Every answer an agent received is the log's: some event of it produced that record.
     let mut last: BTreeMap<(usize, OperationId), u64> = BTreeMap::new();
     for seen in lock(&run.seen).iter() {
@@ -145,8 +139,9 @@ pub async fn check(run: &Run) -> Vec<String> {
         }
     }
     found.extend(effects_agree(run, &folded, &history));
+    found.extend(compensations_agree(run, &folded));
     // The auditor's digest and chain root are the same however often the log is replayed.
-    let log = Arc::new(log);
+    let log = Arc::new(log.reopen());
     let twice = [audit(log.clone(), |_| {}).await, audit(log, |_| {}).await];
     match twice {
         [Ok(a), Ok(b)] => {
@@ -213,6 +208,76 @@ fn effects_agree(
             if let Some(wrong) = wrong {
                 found.push(format!("{id} ({}): {wrong}", record.tool));
             }
+        }
+    }
+    found
+}
+
+/// Node `n`'s records against the fold's.
+fn same_records(
+    n: usize,
+    folded: &BTreeMap<OperationId, OperationRecord>,
+    held: &BTreeMap<OperationId, OperationRecord>,
+) -> Option<String> {
+    if folded == held {
+        return None;
+    }
+    let differ = folded
+        .iter()
+        .filter(|(id, r)| held.get(id) != Some(r))
+        .map(|(id, _)| id.to_string())
+        .chain(
+            held.keys()
+                .filter(|id| !folded.contains_key(id))
+                .map(|id| id.to_string()),
+        )
+        .take(3)
+        .collect::<Vec<_>>();
+    Some(format!(
+        "node {n}: the projection differs from the fold of the log at {differ:?}"
+    ))
+}
+
+/// Every node answered the same for every operation when asked after the run settled.
+fn reads_agree(run: &Run) -> Vec<String> {
+    let mut by_id: BTreeMap<OperationId, Vec<&Result<OperationRecord, String>>> = BTreeMap::new();
+    let reads = lock(&run.final_reads);
+    for (_, id, read) in reads.iter() {
+        by_id.entry(*id).or_default().push(read);
+    }
+    let mut found = Vec::new();
+    for (id, answers) in by_id {
+        if let Some(Err(e)) = answers.iter().find(|a| a.is_err()) {
+            found.push(format!("after the run settled, reading {id} failed: {e}"));
+        } else if answers.windows(2).any(|w| w[0] != w[1]) {
+            found.push(format!("the nodes answer differently for {id}"));
+        }
+    }
+    found
+}
+
+/// A compensation undoes only what took effect, and each original is compensated once at most.
+fn compensations_agree(run: &Run, records: &BTreeMap<OperationId, OperationRecord>) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut of: BTreeMap<OperationId, Vec<OperationId>> = BTreeMap::new();
+    for record in records.values() {
+        let Some(original) = record.compensation_of else {
+            continue;
+        };
+        of.entry(original).or_default().push(record.id);
+        if !run.world.effects(&record.id).is_empty() && run.world.effects(&original).is_empty() {
+            found.push(format!(
+                "{} compensated {original}, which never took effect",
+                record.id
+            ));
+        }
+    }
+    for (original, compensations) in of {
+        if compensations.len() > 1 {
+            found.push(format!(
+                "{original} has {} compensations",
+                compensations.len()
+            ));
         }
     }
     found

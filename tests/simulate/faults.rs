@@ -44,12 +44,28 @@ pub struct Faults {
     /// One tool keeps its keys for two minutes only: retention expires operations while
     /// their retries are in flight.
     pub short_retention: bool,
+    /// Tickets an agent cancels after they were created (a compensation: an operation of its
+    /// own, derived from the original's).
+    pub compensations: u32,
+    /// Appends whose fsync fails: the log refuses appends from then on, and the node is
+    /// restarted a while later (an orchestrator acting on its failed readiness).
+    pub fsync_failures: u32,
+    /// Nodes on the log: 1 runs alone (the embedded log's way); more share it as a cluster
+    /// does on Kafka, and the crashes and clock jumps hit one of them at a time.
+    pub nodes: u32,
+    /// In a cluster: longest delay of a node's announcement, in ms (views of who serves what
+    /// differ meanwhile, and two nodes may both run a partition's arbiter).
+    pub announce_delay_ms: u32,
+    /// In a cluster: announcements lost.
+    pub lost_announcements: u32,
+    /// In a cluster: answers of a peer lost on the way back, after it did the work.
+    pub lost_peer_answers: u32,
 }
 
 impl Faults {
     /// The faults `rng` chooses for a seed.
     pub fn draw(rng: &mut Rng) -> Self {
-        let mut rate = |max: u64| {
+        let rate = |rng: &mut Rng, max: u64| {
             if rng.chance(500) {
                 rng.between(1, max) as u32
             } else {
@@ -57,24 +73,37 @@ impl Faults {
             }
         };
         let mut f = Self {
-            crashes: rate(4),
-            clean_restarts: rate(1000),
-            lost_replies: rate(300),
-            duplicated_reports: rate(500),
-            agent_crashes: rate(300),
-            applied_then_dropped: rate(400),
-            timed_out: rate(300),
-            declined: rate(300),
-            refused: rate(300),
-            heartbeats: rate(1000),
-            status_late: rate(1000),
-            status_silent: rate(500),
-            status_limited: rate(500),
-            clock_jumps: rate(3),
+            crashes: rate(rng, 4),
+            clean_restarts: rate(rng, 1000),
+            lost_replies: rate(rng, 300),
+            duplicated_reports: rate(rng, 500),
+            agent_crashes: rate(rng, 300),
+            applied_then_dropped: rate(rng, 400),
+            timed_out: rate(rng, 300),
+            declined: rate(rng, 300),
+            refused: rate(rng, 300),
+            heartbeats: rate(rng, 1000),
+            status_late: rate(rng, 1000),
+            status_silent: rate(rng, 500),
+            status_limited: rate(rng, 500),
+            clock_jumps: rate(rng, 3),
             ..Self::default()
         };
         f.operator = rng.chance(500);
         f.short_retention = rng.chance(500);
+        // Drawn last, so the seeds of a single node keep the faults they had before clusters.
+        f.nodes = if rng.chance(300) {
+            rng.between(2, 3) as u32
+        } else {
+            1
+        };
+        f.fsync_failures = rate(rng, 20);
+        f.compensations = rate(rng, 1000);
+        if f.nodes > 1 {
+            f.announce_delay_ms = rate(rng, 4_000);
+            f.lost_announcements = rate(rng, 300);
+            f.lost_peer_answers = rate(rng, 200);
+        }
         if f.crashes == 0 {
             f.clean_restarts = 0;
         }
@@ -99,6 +128,11 @@ impl fmt::Display for Faults {
             ("status_silent", self.status_silent),
             ("status_limited", self.status_limited),
             ("clock_jumps", self.clock_jumps),
+            ("fsync_failures", self.fsync_failures),
+            ("compensations", self.compensations),
+            ("announce_delay_ms", self.announce_delay_ms),
+            ("lost_announcements", self.lost_announcements),
+            ("lost_peer_answers", self.lost_peer_answers),
         ];
         let mut on: Vec<String> = rates
             .iter()
@@ -110,6 +144,9 @@ impl fmt::Display for Faults {
         }
         if self.short_retention {
             on.push("short_retention".into());
+        }
+        if self.nodes > 1 {
+            on.push(format!("nodes={}", self.nodes));
         }
         if on.is_empty() {
             write!(f, "none")

@@ -1,22 +1,27 @@
 //! The whole-node simulator (`scripts/simulate`, and a fixed set of seeds in `./scripts/test`).
 //!
-//! Each seed is one deterministic run of a node — the real ledger, arbiters, recovery and
-//! retention over the in-memory log and projection store — driven by simulated agents, an
-//! operator and an external world, under faults the seed enables (see `faults.rs`), checked
-//! from the outside afterwards (see `check.rs`). Storage faults run against the real embedded
+//! Each seed is one deterministic run of a node, or of a cluster of two or three sharing one
+//! log (`net.rs`) — the real ledger, arbiters, recovery, retention, membership, placement and
+//! peer calls over the in-memory log, projection store and network — driven by simulated
+//! agents, an operator and an external world, under faults the seed enables (see `faults.rs`),
+//! checked from the outside afterwards (see `check.rs`). Storage faults run against the real embedded
 //! log on disk (`disk.rs`). A failing seed prints the one command that replays it exactly and
 //! the shortest schedule found that still fails.
 //!
 //! Flags: `--seeds N` (default 2000) from `--from S` (default 0), or `--seed S` alone;
 //! `--steps K` intents per run (default 12); `--minutes M` runs seeds until M minutes passed;
 //! `--threads T` (default: the machine's cores); `--twice P` runs P per mille of the seeds a
-//! second time and compares traces (default 100); `--list` prints every seed's faults. The
-//! seeds in [`REGRESSIONS`] run every time as well.
+//! second time and compares traces (default 100); `--fresh P` runs P per mille of them once
+//! more in a fresh process of this binary (`--trace-of S` there prints the seed's trace) and
+//! compares (default 10): a process seeds its hash maps afresh, so only this sees a result
+//! that depends on a hash map's order; `--list` prints every seed's faults. The seeds in
+//! [`REGRESSIONS`] run every time as well.
 
 mod agents;
 mod check;
 mod disk;
 mod faults;
+mod net;
 mod node;
 mod rng;
 mod run;
@@ -55,8 +60,10 @@ struct Options {
     minutes: Option<f64>,
     threads: usize,
     twice: u64,
+    fresh: u64,
     list: bool,
     one: bool,
+    trace_of: Option<u64>,
 }
 
 fn options() -> Result<Options, String> {
@@ -67,8 +74,10 @@ fn options() -> Result<Options, String> {
         minutes: None,
         threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
         twice: 100,
+        fresh: 10,
         list: false,
         one: false,
+        trace_of: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -88,6 +97,8 @@ fn options() -> Result<Options, String> {
             "--steps" => o.steps = number("--steps", value("--steps")?)? as u32,
             "--threads" => o.threads = number("--threads", value("--threads")?)?.max(1) as usize,
             "--twice" => o.twice = number("--twice", value("--twice")?)?.min(1000),
+            "--fresh" => o.fresh = number("--fresh", value("--fresh")?)?.min(1000),
+            "--trace-of" => o.trace_of = Some(number("--trace-of", value("--trace-of")?)?),
             "--minutes" => {
                 let text = value("--minutes")?;
                 o.minutes = Some(
@@ -127,8 +138,15 @@ struct Failure {
 struct Tally {
     ran: u64,
     twice: u64,
+    fresh: u64,
     disk: u64,
     events: u64,
+    /// Seeds in which two nodes served a partition at once for a while.
+    two_owners: u64,
+    /// Restarts of nodes whose log failed after an fsync.
+    failed_log_restarts: u64,
+    /// Tickets cancelled by compensations.
+    compensated: u64,
     effects: u64,
     /// Seeds that enabled each fault.
     coverage: std::collections::BTreeMap<String, u64>,
@@ -138,11 +156,22 @@ struct Tally {
 /// Runs `seed` (twice for a share of seeds, with storage faults on disk for a tenth) and adds
 /// it to `tally`.
 fn one_seed(seed: u64, o: &Options, tally: &Mutex<Tally>) {
+    let started = Instant::now();
     let outcome = guarded(|| run::run(seed, o.steps));
+    let took = started.elapsed();
     let mut violations = outcome.violations.clone();
     let twice = o.one || seed % 1000 < o.twice;
     if twice && guarded(|| run::run(seed, o.steps)).trace != outcome.trace {
         violations.push("not deterministic: a second run of the seed took another course".into());
+    }
+    let fresh = o.one || (seed + 500) % 1000 < o.fresh;
+    if fresh {
+        match trace_in_a_fresh_process(seed, o.steps) {
+            Ok(trace) if trace == outcome.trace => {}
+            Ok(_) => violations
+                .push("not deterministic: the seed took another course in a fresh process".into()),
+            Err(e) => violations.push(format!("the fresh process failed: {e}")),
+        }
     }
     let disk = o.one || seed.is_multiple_of(10);
     if disk {
@@ -159,8 +188,10 @@ fn one_seed(seed: u64, o: &Options, tally: &Mutex<Tally>) {
             "FAILED"
         };
         println!(
-            "seed {seed}: {verdict}; {} events, {} effects; faults: {faults}",
-            outcome.events, outcome.effects
+            "seed {seed}: {verdict}; {} events, {} effects in {} ms; faults: {faults}",
+            outcome.events,
+            outcome.effects,
+            took.as_millis()
         );
     }
     let steps = if violations.is_empty() {
@@ -171,8 +202,12 @@ fn one_seed(seed: u64, o: &Options, tally: &Mutex<Tally>) {
     let mut t = tally.lock().expect("tally");
     t.ran += 1;
     t.twice += u64::from(twice);
+    t.fresh += u64::from(fresh);
     t.disk += u64::from(disk);
     t.events += outcome.events;
+    t.two_owners += u64::from(outcome.two_owners > 0);
+    t.failed_log_restarts += outcome.failed_log_restarts;
+    t.compensated += outcome.compensated;
     t.effects += outcome.effects;
     for name in faults.split(',') {
         let name = name.split('=').next().unwrap_or(name).to_owned();
@@ -196,6 +231,11 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if let Some(seed) = o.trace_of {
+        let trace = guarded(|| run::run(seed, o.steps)).trace;
+        println!("trace {}", hex::encode(trace));
+        return;
+    }
     let started = Instant::now();
     let deadline = o
         .minutes
@@ -241,16 +281,21 @@ fn main() {
     }
     let enabled: Vec<String> = t.coverage.iter().map(|(k, v)| format!("{k} {v}")).collect();
     println!(
-        "\n{} seeds in {seconds:.1} s ({:.0} seeds/s on {} threads), {} run twice for determinism, {} with storage faults on disk; {} events, {} external effects",
+        "\n{} seeds in {seconds:.1} s ({:.0} seeds/s on {} threads), {} run twice for determinism ({} of them in a fresh process), {} with storage faults on disk; {} events, {} external effects",
         t.ran,
         t.ran as f64 / seconds.max(1e-9),
         o.threads,
         t.twice,
+        t.fresh,
         t.disk,
         t.events,
         t.effects
     );
     println!("seeds per fault: {}", enabled.join(", "));
+    println!(
+        "seeds in which a partition had two owners for a while: {}; nodes restarted after a failed fsync: {}; tickets cancelled by compensations: {}",
+        t.two_owners, t.failed_log_restarts, t.compensated
+    );
     println!("{} seeds, {} failed", t.ran, t.failures.len());
     if t.failures.is_empty() {
         println!("test result: ok. 1 passed; 0 failed");
@@ -268,19 +313,46 @@ fn guarded(run: impl FnOnce() -> run::Outcome + std::panic::UnwindSafe) -> run::
         trace: [0; 32],
         effects: 0,
         events: 0,
+        two_owners: 0,
+        failed_log_restarts: 0,
+        compensated: 0,
     })
 }
 
-/// The fewest steps (halving) with which `seed` still fails.
+/// The seed's trace as this binary computes it in a process of its own.
+fn trace_in_a_fresh_process(seed: u64, steps: u32) -> Result<[u8; 32], String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let output = std::process::Command::new(exe)
+        .args([
+            "--trace-of",
+            &seed.to_string(),
+            "--steps",
+            &steps.to_string(),
+        ])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text.lines().find_map(|l| l.strip_prefix("trace "));
+    line.and_then(|l| hex::decode(l.trim()).ok())
+        .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+        .ok_or_else(|| format!("it printed no trace (exit {})", output.status))
+}
+
+/// The fewest steps with which `seed` still fails: halving, then one step at a time below the
+/// best found (a few tries). Fewer steps run the same schedule cut short (see `run::drive`).
 fn shrink(seed: u64, steps: u32) -> u32 {
+    let fails = |steps: u32| !guarded(|| run::run(seed, steps)).violations.is_empty();
     let mut best = steps;
     let mut next = steps / 2;
-    while next >= 1 {
-        if guarded(|| run::run(seed, next)).violations.is_empty() {
-            break;
-        }
+    while next >= 1 && fails(next) {
         best = next;
         next /= 2;
+    }
+    for fewer in (1..best).rev().take(4) {
+        if !fails(fewer) {
+            break;
+        }
+        best = fewer;
     }
     best
 }

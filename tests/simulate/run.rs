@@ -6,12 +6,15 @@ use crate::agents::{self, Intent, Run};
 use crate::check::check;
 use crate::faults::Faults;
 use crate::lock;
-use crate::node::{Node, PARTITIONS};
+use crate::net::{Net, Weather};
+use crate::node::{self, Node, PARTITIONS};
 use crate::rng::Rng;
-use crate::world::{KEYED, UNSAFE, World};
+use crate::world::{CANCEL, KEYED, UNSAFE, World};
 use opledger::config::Config;
+use opledger::core::event::EventBody;
 use opledger::log::model::EventLog;
 use sha2::{Digest, Sha256};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -30,6 +33,13 @@ pub struct Outcome {
     pub effects: u64,
     /// Events in the log.
     pub events: u64,
+    /// Restarts of a node whose log had failed after an fsync.
+    pub failed_log_restarts: u64,
+    /// Tickets cancelled by a compensation.
+    pub compensated: u64,
+    /// Events appended by a node after another had recorded its ownership of the partition
+    /// (two owners for a while).
+    pub two_owners: u64,
 }
 
 /// How long a run may take in simulated time before it counts as hung.
@@ -69,8 +79,18 @@ loss = "high"
 lease = "10s"
 retention = "{retention}"
 status_url = "http://tickets.invalid/status/{{operation_id}}"
+compensation = "{CANCEL}"
 [tool.fingerprint]
 target = ["title"]
+
+[[tool]]
+name = "{CANCEL}"
+class = "keyed"
+loss = "high"
+lease = "10s"
+status_url = "http://tickets.invalid/status/{{operation_id}}"
+[tool.fingerprint]
+other = ["reason"]
 
 [[tool]]
 name = "{UNSAFE}"
@@ -99,9 +119,36 @@ async fn simulate(seed: u64, steps: u32) -> Outcome {
             .clone()
     };
     let (agent, operator) = (principal("fleet"), principal("ops"));
-    let node = Node::new(config.clone(), world.clone(), rng.fork());
+    let log = node::new_log();
+    let net = (faults.nodes > 1).then(|| {
+        let weather = Weather {
+            announce_delay_ms: u64::from(faults.announce_delay_ms),
+            lost_announcements: faults.lost_announcements,
+            lost_peer_answers: faults.lost_peer_answers,
+        };
+        Net::new(weather, rng.fork())
+    });
+    let fsync_failures = Arc::new(AtomicU32::new(faults.fsync_failures));
+    let nodes = (0..faults.nodes)
+        .map(|i| {
+            let (log, net, fsync) = (log.reopen(), net.clone(), fsync_failures.clone());
+            Node::new(
+                i,
+                config.clone(),
+                world.clone(),
+                log,
+                net,
+                rng.fork(),
+                fsync,
+            )
+        })
+        .collect();
     let run = Arc::new(Run {
-        node: node.clone(),
+        nodes,
+        log: log.reopen(),
+        net,
+        fsync_failures,
+        failed_log_restarts: Default::default(),
         world: world.clone(),
         faults: faults.clone(),
         agent,
@@ -110,6 +157,7 @@ async fn simulate(seed: u64, steps: u32) -> Outcome {
         ids: Mutex::default(),
         breaches: Mutex::default(),
         trace: Mutex::new(Sha256::new()),
+        final_reads: Mutex::default(),
     });
     let finished = tokio::time::timeout(RUN_LIMIT, drive(&run, &mut rng, steps)).await;
     let mut violations = match finished {
@@ -120,14 +168,25 @@ async fn simulate(seed: u64, steps: u32) -> Outcome {
     };
     violations.dedup();
     let mut trace = lock(&run.trace).clone();
-    let log = node.log();
-    let mut events = 0;
+    let (mut events, mut two_owners) = (0, 0);
     for partition in 0..PARTITIONS {
+        // The node process whose ownership the partition recorded last.
+        let mut owner = None;
         for r in log.read(partition, 0, usize::MAX).await.unwrap_or_default() {
             trace.update(r.key);
             trace.update(r.timestamp_ms.to_be_bytes());
             trace.update(&r.payload);
             events += 1;
+            let Ok((envelope, _)) = opledger::core::event::decode(&r.payload) else {
+                continue;
+            };
+            let by = envelope.reply_to.map(|to| to.node);
+            if let EventBody::OwnerChanged(_) = envelope.body {
+                owner = by;
+            } else if by.is_some() && owner.is_some() && by != owner {
+                // Appended by a node after another had taken the partition over.
+                two_owners += 1;
+            }
         }
     }
     Outcome {
@@ -136,13 +195,25 @@ async fn simulate(seed: u64, steps: u32) -> Outcome {
         trace: trace.finalize().into(),
         effects: world.performed(),
         events,
+        two_owners,
+        failed_log_restarts: run.failed_log_restarts.load(Ordering::SeqCst),
+        compensated: world.performed_by(CANCEL),
     }
 }
 
-/// Starts the node, lets the fleet work its intents under the faults, then lets it settle.
+/// Starts the nodes, lets the fleet work its intents under the faults, then lets them settle.
 async fn drive(run: &Arc<Run>, rng: &mut Rng, steps: u32) {
-    run.node.start(false).await;
+    for node in &run.nodes {
+        node.start(false).await;
+    }
     let agents = rng.between(2, 6) as usize;
+    // Every part draws from a generator of its own, forked before the intents are planned: a
+    // run with fewer steps is then the same schedule cut short (the same faults, crashes and
+    // choices of every agent, the later intents gone), which is what shrinking relies on.
+    let mut planning = rng.fork();
+    let each_agent: Vec<Rng> = (0..agents).map(|_| rng.fork()).collect();
+    let (operating, chaotic, supervising) = (rng.fork(), rng.fork(), rng.fork());
+    let rng = &mut planning;
     let mut plans: Vec<Vec<Intent>> = vec![Vec::new(); agents];
     for i in 0..steps {
         let tool = if rng.chance(500) { KEYED } else { UNSAFE };
@@ -159,15 +230,17 @@ async fn drive(run: &Arc<Run>, rng: &mut Rng, steps: u32) {
         plans[a].push(intent);
     }
     let mut fleet = JoinSet::new();
-    for (me, intents) in plans.into_iter().enumerate() {
-        fleet.spawn(agents::agent(run.clone(), me, intents, rng.fork()));
+    for (me, (intents, rng)) in plans.into_iter().zip(each_agent).enumerate() {
+        fleet.spawn(agents::agent(run.clone(), me, intents, rng));
     }
     let (done, finished) = watch::channel(false);
     let operator = run
         .faults
         .operator
-        .then(|| tokio::spawn(agents::operator(run.clone(), rng.fork(), finished)));
-    let chaos = tokio::spawn(chaos(run.clone(), rng.fork()));
+        .then(|| tokio::spawn(agents::operator(run.clone(), operating, finished)));
+    let chaos = tokio::spawn(chaos(run.clone(), chaotic));
+    let (settled, over) = watch::channel(false);
+    let supervisor = tokio::spawn(supervise(run.clone(), supervising, over));
     let mut ended = Vec::new();
     while let Some(agent) = fleet.join_next().await {
         ended.push(agent);
@@ -180,11 +253,23 @@ async fn drive(run: &Arc<Run>, rng: &mut Rng, steps: u32) {
     for e in ended.into_iter().filter_map(Result::err) {
         lock(&run.breaches).push(format!("a task of the simulation ended badly: {e}"));
     }
+    // The faults end: the run must now settle by itself.
+    if let Some(net) = &run.net {
+        net.heal();
+    }
+    run.fsync_failures.store(0, Ordering::SeqCst);
     tokio::time::sleep(SETTLE).await;
-    run.node.stop().await;
+    settled.send_replace(true);
+    if let Err(e) = supervisor.await {
+        lock(&run.breaches).push(format!("the supervisor ended badly: {e}"));
+    }
+    agents::read_back(run).await;
+    for node in &run.nodes {
+        node.stop().await;
+    }
 }
 
-/// The node's crashes and clock jumps, at times the seed chooses.
+/// The nodes' crashes and clock jumps, at times the seed chooses, each to one node.
 async fn chaos(run: Arc<Run>, mut rng: Rng) {
     let f = &run.faults;
     let mut at: Vec<(u64, bool)> = Vec::new();
@@ -198,21 +283,50 @@ async fn chaos(run: Arc<Run>, mut rng: Rng) {
     let start = tokio::time::Instant::now();
     for (ms, crash) in at {
         tokio::time::sleep_until(start + Duration::from_millis(ms)).await;
+        let node = &run.nodes[rng.below(run.nodes.len() as u64) as usize];
         if !crash {
-            run.node.jump_clock(rng.between(1_000, 120_000));
+            node.jump_clock(rng.between(1_000, 120_000));
             continue;
         }
+        let _restarting = node.lifecycle.lock().await;
         let clean = rng.chance(f.clean_restarts);
         if clean {
-            run.node.stop().await;
+            node.stop().await;
         } else {
-            run.node.crash().await;
+            node.crash().await;
         }
         tokio::time::sleep(Duration::from_millis(rng.between(0, 5_000))).await;
         if f.clock_jumps > 0 && rng.chance(500) {
-            run.node.set_back_next_clock(rng.between(1, 60_000));
+            node.set_back_next_clock(rng.between(1, 60_000));
         }
         // After kill -9 `serve` never resumes the projection: it rebuilds it from the log.
-        run.node.start(!clean).await;
+        node.start(!clean).await;
+    }
+}
+
+/// Restarts, a while later, every node whose log stopped after a failed fsync — as an
+/// orchestrator does on a failed readiness check — until `over`. The process is killed: what
+/// its projection holds is not trusted, it is rebuilt from the log.
+async fn supervise(run: Arc<Run>, mut rng: Rng, mut over: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            biased;
+            _ = over.wait_for(|o| *o) => return,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        for node in &run.nodes {
+            if !node.log_failed() {
+                continue;
+            }
+            let _restarting = node.lifecycle.lock().await;
+            // Chaos may have restarted it meanwhile.
+            if !node.log_failed() {
+                continue;
+            }
+            tokio::time::sleep(Duration::from_millis(rng.between(0, 20_000))).await;
+            node.crash().await;
+            node.start(true).await;
+            run.failed_log_restarts.fetch_add(1, Ordering::SeqCst);
+        }
     }
 }

@@ -4,9 +4,10 @@
 //! status endpoint lies by being late (404 for an effect that happened), times out or
 //! rate-limits.
 //!
-//! Two tools: `tickets.create` is keyed (the system honours the operation id as its idempotency
-//! key and answers status queries about it), `payments.charge` is unsafe (every call is a new
-//! charge, and there is nothing to ask).
+//! Three tools: `tickets.create` is keyed (the system honours the operation id as its
+//! idempotency key and answers status queries about it), and `tickets.cancel`, its
+//! compensation, likewise; `payments.charge` is unsafe (every call is a new charge, and there is
+//! nothing to ask).
 
 use crate::faults::Faults;
 use crate::lock;
@@ -25,6 +26,13 @@ use std::time::Duration;
 pub const KEYED: &str = "tickets.create";
 /// The unsafe tool.
 pub const UNSAFE: &str = "payments.charge";
+/// The keyed tool that compensates [`KEYED`] (cancels a ticket).
+pub const CANCEL: &str = "tickets.cancel";
+
+/// Whether the system behind `tool` honours the operation id as its idempotency key.
+fn keyed(tool: &str) -> bool {
+    tool == KEYED || tool == CANCEL
+}
 
 /// What a tool call came to, as its caller sees it.
 #[derive(Debug)]
@@ -111,16 +119,16 @@ impl World {
         let resource = {
             let mut state = lock(&self.state);
             let first_call = !state.effects.contains_key(&id);
-            if tool == KEYED && (state.declined.contains(&id) || (decline && first_call)) {
+            if keyed(tool) && (state.declined.contains(&id) || (decline && first_call)) {
                 state.declined.insert(id);
                 return Call::Declined(DECLINED.into());
             }
-            if tool != KEYED && decline {
+            if !keyed(tool) && decline {
                 return Call::Declined(DECLINED.into());
             }
             let existing = state.effects.get(&id).and_then(|e| e.first()).cloned();
             match existing {
-                Some(first) if tool == KEYED => first,
+                Some(first) if keyed(tool) => first,
                 _ => {
                     state.performed += 1;
                     let resource = format!("{tool}/{id}/{}", state.performed);
@@ -129,7 +137,7 @@ impl World {
                 }
             }
         };
-        if tool == KEYED && self.chance(self.faults.status_late) {
+        if keyed(tool) && self.chance(self.faults.status_late) {
             let queries = self.between(1, 3) as u32;
             lock(&self.state).hidden.insert(id, queries);
         }
@@ -158,6 +166,14 @@ impl World {
     /// Whether the status endpoint ever told the ledger an untruth about `id`.
     pub fn lied_about(&self, id: &OperationId) -> bool {
         lock(&self.state).lied_about.contains(id)
+    }
+
+    /// Effects performed by `tool`.
+    pub fn performed_by(&self, tool: &str) -> u64 {
+        let prefix = format!("{tool}/");
+        let state = lock(&self.state);
+        let all = state.effects.values().flatten();
+        all.filter(|resource| resource.starts_with(&prefix)).count() as u64
     }
 
     /// Effects performed in all.

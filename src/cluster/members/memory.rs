@@ -1,26 +1,19 @@
 //! A members topic in memory (`test-support` feature), shared by the nodes of one process:
-//! every message kept in order, each subscriber reading from where it joined.
+//! every message kept in order, each subscriber reading from where it joined. Subscribers are
+//! woken in the order they began to wait (`Notify`; tokio's `watch` wakes in a random order,
+//! and a simulation must depend on its seed alone).
 
 use super::{MembersError, MembersFeed, MembersTopic};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 /// The topic.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct MemoryMembers {
     messages: Arc<Mutex<Vec<Vec<u8>>>>,
-    /// How many messages there are: subscribers wait for it to move.
-    published: watch::Sender<usize>,
-}
-
-impl Default for MemoryMembers {
-    fn default() -> Self {
-        Self {
-            messages: Arc::default(),
-            published: watch::Sender::new(0),
-        }
-    }
+    /// Woken at every message.
+    published: Arc<Notify>,
 }
 
 impl MemoryMembers {
@@ -32,19 +25,24 @@ impl MemoryMembers {
 
 impl MembersTopic for MemoryMembers {
     fn publish(&self, bytes: Vec<u8>) {
-        let mut messages = self.messages.lock().unwrap_or_else(|p| p.into_inner());
-        messages.push(bytes);
-        self.published.send_replace(messages.len());
+        self.messages
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(bytes);
+        self.published.notify_waiters();
     }
 
     /// Publishing delivers at once: nothing to wait for.
     fn flush(&self, _timeout: Duration) {}
 
     fn subscribe(&self) -> crate::BoxFuture<'_, Result<Box<dyn MembersFeed>, MembersError>> {
-        let next = *self.published.borrow();
+        let next = self
+            .messages
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len();
         let feed = MemoryFeed {
             topic: self.clone(),
-            published: self.published.subscribe(),
             next,
         };
         Box::pin(async move { Ok(Box::new(feed) as Box<dyn MembersFeed>) })
@@ -53,23 +51,32 @@ impl MembersTopic for MemoryMembers {
 
 struct MemoryFeed {
     topic: MemoryMembers,
-    published: watch::Receiver<usize>,
     next: usize,
 }
 
 impl MembersFeed for MemoryFeed {
     fn next(&mut self) -> crate::BoxFuture<'_, Vec<u8>> {
         Box::pin(async move {
-            let next = self.next;
-            // The sender lives in the feed's own handle of the topic: the wait cannot fail.
-            let _ = self.published.wait_for(|n| *n > next).await;
-            self.next += 1;
-            let messages = self
-                .topic
-                .messages
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            messages[next].clone()
+            loop {
+                // Registered before the messages are read: one published in between still
+                // wakes it.
+                let published = self.topic.published.notified();
+                tokio::pin!(published);
+                published.as_mut().enable();
+                let message = {
+                    let messages = self
+                        .topic
+                        .messages
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
+                    messages.get(self.next).cloned()
+                };
+                if let Some(message) = message {
+                    self.next += 1;
+                    return message;
+                }
+                published.await;
+            }
         })
     }
 }

@@ -140,11 +140,6 @@ impl EmbeddedLog {
         self.writer_state
     }
 
-    /// Why the log stopped accepting appends for good (an fsync failed), if it did.
-    pub fn failure(&self) -> Option<&str> {
-        self.failure.reason()
-    }
-
     /// Directory the log lives in.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -301,5 +296,9 @@ impl EventLog for EmbeddedLog {
 
     async fn wait_beyond(&self, partition: u32, offset: Offset) -> Result<(), LogError> {
         self.shared(partition)?.wait_beyond(offset).await
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failure.reason().map(str::to_owned)
     }
 }
