@@ -30,6 +30,8 @@ pub struct DemoOptions {
 pub struct DemoReport {
     /// Intents the fleet had.
     pub intents: u64,
+    /// Claims the agents sent, retries included.
+    pub claims_made: u64,
     /// Side effects the external service performed.
     pub side_effects: u64,
     /// Claims answered with anything but `execute` (replay, in progress, unknown, manual).
@@ -58,6 +60,9 @@ pub enum DemoError {
     /// The fleet's API could not listen on loopback.
     #[error("the demo's API cannot listen on loopback: {0}")]
     Listen(std::io::Error),
+    /// The demo's config could not be written beside its ledger.
+    #[error("cannot write the demo's config in its data directory: {0}")]
+    DataDir(std::io::Error),
     /// The run did not settle in time.
     #[error("operations were still unsettled after {0:?}")]
     Unsettled(Duration),
@@ -74,8 +79,11 @@ fn roll(seed: u64, n: u64) -> u64 {
 /// The fleet's bearer token (the demo's node listens on loopback only).
 const DEMO_TOKEN: &str = "demo-fleet-token";
 
-fn demo_config(data_dir: &std::path::Path, sim: std::net::SocketAddr) -> Config {
-    let text = format!(
+/// The name of the demo's config in its data directory: what reads its ledger afterwards.
+pub const CONFIG_FILE: &str = "opledger.toml";
+
+fn demo_config_text(data_dir: &std::path::Path, sim: std::net::SocketAddr) -> String {
+    format!(
         r#"
 data_dir = "{}"
 [log]
@@ -106,9 +114,7 @@ lease = "500ms"
 body = ["text"]
 "#,
         data_dir.display()
-    );
-    // The text above is fixed; a failure would be a bug in this file.
-    Config::parse(&text).expect("the demo config is valid")
+    )
 }
 
 /// Runs the demo in `data_dir`, printing progress to stderr.
@@ -117,7 +123,13 @@ pub async fn run(
     options: DemoOptions,
 ) -> Result<DemoReport, DemoError> {
     let service = sim::start().await?;
-    let config = demo_config(data_dir, service.addr);
+    let text = demo_config_text(data_dir, service.addr);
+    // The text is fixed; a failure would be a bug in this file.
+    let config = Config::parse(&text).expect("the demo config is valid");
+    // Beside its ledger, so that the commands reading a kept ledger find its partitions.
+    std::fs::create_dir_all(data_dir)
+        .and_then(|()| std::fs::write(data_dir.join(CONFIG_FILE), &text))
+        .map_err(DemoError::DataDir)?;
     let node = Node::start(&config, |_| {}).await?;
     // The fleet reaches its node as any agent would: over HTTP, through the Rust client.
     let state = Arc::new(ApiState {
@@ -188,6 +200,7 @@ pub async fn run(
             let effects = service.state.all_effects();
             break DemoReport {
                 intents: options.agents * options.intents,
+                claims_made: counters.claims.load(Ordering::SeqCst),
                 side_effects: effects.values().sum(),
                 duplicates_prevented: counters.prevented.load(Ordering::SeqCst),
                 settled_by_evidence: records
@@ -222,6 +235,7 @@ pub async fn run(
 
 #[derive(Default)]
 struct Counters {
+    claims: AtomicU64,
     prevented: AtomicU64,
     timeouts: AtomicU64,
     crashes: AtomicU64,
@@ -247,7 +261,6 @@ impl Agent<'_> {
         let request = serde_json::json!({"amount": format!("{}.00", n % 90 + 10), "text": format!("hello {n}")});
         let holder = format!("agent-{agent}");
         let fault = roll(seed, n);
-        // A retry storm: the agent (or its framework) claims the same intent several times.
         // A retry storm: the agent's framework re-sends the same intent from other workers.
         let claims = if fault >= 80 { 4 } else { 1 };
         let mut executors = Vec::new();
@@ -263,6 +276,7 @@ impl Agent<'_> {
                 holder: &worker,
                 request: &request,
             };
+            self.counters.claims.fetch_add(1, Ordering::SeqCst);
             match self.ledger.claim(&claim).await {
                 Ok(Answer::Execute(op)) => executors.push((op.operation_id, worker)),
                 Ok(_) => {
@@ -315,6 +329,11 @@ pub fn render(report: &DemoReport) -> String {
     let rows = [
         ("intents", report.intents, "what the agents meant to do"),
         (
+            "claims made",
+            report.claims_made,
+            "every claim the agents sent, retries included",
+        ),
+        (
             "side effects performed",
             report.side_effects,
             "charges and messages the service saw",
@@ -322,7 +341,7 @@ pub fn render(report: &DemoReport) -> String {
         (
             "duplicates prevented",
             report.duplicates_prevented,
-            "claims answered replay / in progress / unknown instead of execute",
+            "of the claims made, answered replay / in progress / unknown instead of execute",
         ),
         (
             "injected timeouts",

@@ -1,7 +1,8 @@
 //! What a new user trips over, each fixed (and kept fixed) through the real binary: a wrong
 //! method gets the API's JSON error, a missing role is named as the config spells it, times
 //! have a fixed number of fractional digits, and `export` takes a date and refuses a tool
-//! nobody declared instead of exporting nothing.
+//! nobody declared instead of exporting nothing; `demo` keeps its ledger when asked and refuses
+//! one that is there.
 
 mod common;
 
@@ -193,4 +194,97 @@ fn the_command_list_is_one_short_line_each_and_each_command_has_an_example() {
             "{command}: the long text is in its own help"
         );
     }
+}
+
+/// Every file under `dir` with its length: what a refused command must leave as it was.
+fn files_of(dir: &std::path::Path) -> Vec<(std::path::PathBuf, u64)> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_owned()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d)
+            .expect("reads the directory")
+            .flatten()
+        {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
+                found.push((path, len));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// `demo --data-dir` keeps its ledger with a config that reads it, and says so; a second run
+/// into the same directory is refused and changes nothing; the table counts the claims made,
+/// the denominator of "duplicates prevented".
+#[test]
+fn the_demo_keeps_its_ledger_when_asked_refuses_an_existing_one_and_counts_its_claims() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("demo");
+    let demo = || {
+        Command::new(env!("CARGO_BIN_EXE_opledger"))
+            .args(["demo", "--agents", "3", "--intents", "4", "--data-dir"])
+            .arg(&dir)
+            .output()
+            .expect("runs the demo")
+    };
+    let first = demo();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&first.stdout),
+        String::from_utf8_lossy(&first.stderr),
+    );
+    assert!(first.status.success(), "{stdout}\n{stderr}");
+    let row = |name: &str| -> u64 {
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no `{name}` row: {stdout}"));
+        line[line.find(name).expect("found") + name.len()..]
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("`{name}` has no count: {line}"))
+    };
+    let (intents, claims, prevented) = (
+        row("intents"),
+        row("claims made"),
+        row("duplicates prevented"),
+    );
+    assert_eq!(intents, 12, "{stdout}");
+    assert!(claims >= intents && prevented <= claims, "{stdout}");
+    let config = dir.join("opledger.toml");
+    assert!(
+        stdout.contains("kept in") && stdout.contains(&config.display().to_string()),
+        "{stdout}"
+    );
+    // The config beside the ledger reads it.
+    let export = Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .args(["export", "--config"])
+        .arg(&config)
+        .output()
+        .expect("runs export");
+    assert!(
+        export.status.success(),
+        "{}",
+        String::from_utf8_lossy(&export.stderr)
+    );
+    let events = String::from_utf8_lossy(&export.stdout).lines().count() as u64;
+    assert!(events >= intents, "{events} events");
+
+    let before = files_of(&dir);
+    let again = demo();
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        !again.status.success(),
+        "a second demo into a ledger is refused"
+    );
+    assert!(
+        said.contains("already holds a ledger") && said.contains("--data-dir"),
+        "{said}"
+    );
+    assert_eq!(files_of(&dir), before, "the refused demo changed nothing");
 }

@@ -180,7 +180,9 @@ enum Command {
         /// Seed of the injected faults (same seed, same faults).
         #[arg(long, default_value_t = 7)]
         seed: u64,
-        /// Where the demo ledger lives (default: a temporary directory, removed afterwards).
+        /// Where the demo's ledger lives, kept afterwards with its config, so that its cases can
+        /// be looked at (default: a temporary directory, removed afterwards). Refused if it
+        /// already holds a ledger.
         #[arg(long, value_name = "DIR")]
         data_dir: Option<PathBuf>,
     },
@@ -409,8 +411,20 @@ fn demo(options: opledger::demo::DemoOptions, data_dir: Option<PathBuf>) -> anyh
     let dir = data_dir.unwrap_or_else(|| {
         std::env::temp_dir().join(format!("opledger-demo-{}", uuid::Uuid::new_v4().simple()))
     });
+    // Its counts would mix with the earlier run's, and its writes with another node's.
+    if dir.join("log").exists() || dir.join("projection").exists() {
+        anyhow::bail!(
+            "{} already holds a ledger (an earlier demo's, or a node's): the demo's counts would mix with it. Pass a new or empty --data-dir",
+            dir.display()
+        );
+    }
+    let kept = if temporary {
+        "removed afterwards; pass --data-dir DIR to keep it"
+    } else {
+        "kept afterwards"
+    };
     eprintln!(
-        "opledger demo: {} agents x {} intents (seed {}), ledger in {}",
+        "opledger demo: {} agents x {} intents (seed {}), ledger in {} ({kept})",
         options.agents,
         options.intents,
         options.seed,
@@ -422,6 +436,14 @@ fn demo(options: opledger::demo::DemoOptions, data_dir: Option<PathBuf>) -> anyh
     }
     let report = report?;
     println!("{}", opledger::demo::render(&report));
+    if !temporary {
+        let config = dir.join(opledger::demo::CONFIG_FILE);
+        println!(
+            "The demo's ledger is kept in {}. Its cases sent to an operator:\n  opledger export --config {} --state-now manual",
+            dir.display(),
+            config.display()
+        );
+    }
     if report.second_side_effects > 0 {
         anyhow::bail!(
             "{} intents had a second side effect",
