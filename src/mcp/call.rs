@@ -3,7 +3,7 @@
 use super::answer;
 use super::execute::{Execution, release_unused, retrying};
 use super::key::{self, Scope};
-use super::upstream::Upstream;
+use super::upstream::ToolServer;
 use crate::config::Principal;
 use crate::core::contract::ToolContract;
 use crate::core::decision::Decision;
@@ -12,14 +12,14 @@ use crate::ledger::{ClaimInput, Claimed, Ledger, LedgerError};
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Most generations of a derived key tried for one call (each a window apart; each try is a
 /// claim in the log, so identical keyless calls over months cost a few claims each).
 const GENERATIONS_MAX: u32 = 100;
 
 /// One call, as the gateway received it.
-pub(super) struct Call<'a> {
+pub struct Call<'a> {
     /// The authenticated principal.
     pub principal: &'a Principal,
     /// The exposed tool name (`pay.charge`).
@@ -34,12 +34,17 @@ pub(super) struct Call<'a> {
     pub key: Option<String>,
     /// The scope of a derived key.
     pub scope: Scope<'a>,
+    /// The executor's name in the ledger: new for every call, so a concurrent duplicate is
+    /// told `in_progress`, never run.
+    pub holder: String,
+    /// Now, by this node's clock (ms since the epoch): judges whether a derived key is spent.
+    pub now_ms: u64,
 }
 
 /// Why a call gets no ledger decision: the request itself is wrong (a JSON-RPC error), or the
 /// ledger cannot take it now (a tool error saying nothing was done).
 #[derive(Debug, thiserror::Error)]
-pub(super) enum CallRefused {
+pub enum CallRefused {
     /// The ledger refused the input (a bad key, arguments it cannot fingerprint).
     #[error("{0}")]
     Invalid(String),
@@ -67,9 +72,9 @@ impl From<LedgerError> for CallRefused {
 }
 
 /// Runs a call of a recorded tool through the ledger.
-pub(super) async fn recorded(
+pub async fn recorded(
     ledger: &Arc<Ledger>,
-    upstream: &Arc<Upstream>,
+    upstream: Arc<dyn ToolServer>,
     window: Duration,
     call: Call<'_>,
 ) -> Result<CallToolResult, CallRefused> {
@@ -77,8 +82,7 @@ pub(super) async fn recorded(
     // answered from the ledger (a replay needs no upstream, and a call whose effect may have
     // happened must never be told that nothing was done); a new call to an upstream that is
     // down is claimed and released at once (`execute`).
-    // Each call is its own holder: a concurrent duplicate is told `in_progress`, never run.
-    let holder = format!("mcp-{}", uuid::Uuid::new_v4().simple());
+    let holder = call.holder.clone();
     let request = Value::Object(call.arguments.clone());
     let mut generation = 0;
     let answer = loop {
@@ -129,7 +133,7 @@ pub(super) async fn recorded(
                     && answer
                         .record
                         .as_ref()
-                        .is_some_and(|r| finished_before(r, window)));
+                        .is_some_and(|r| finished_before(r, window, call.now_ms)));
         if stale {
             if generation + 1 >= GENERATIONS_MAX {
                 return Err(CallRefused::Invalid(
@@ -153,7 +157,7 @@ pub(super) async fn recorded(
             // a connection dropped), the upstream's answer is recorded.
             let execution = Execution {
                 ledger: ledger.clone(),
-                upstream: upstream.clone(),
+                upstream,
                 principal: call.principal.clone(),
                 exposed: call.exposed.to_owned(),
                 upstream_name: call.upstream_name.to_owned(),
@@ -195,13 +199,9 @@ pub(super) async fn recorded(
     })
 }
 
-/// Whether a finished operation finished longer than `window` ago (by this node's clock
-/// against the log's time of its last event).
-fn finished_before(record: &OperationRecord, window: Duration) -> bool {
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
+/// Whether a finished operation finished longer than `window` before `now_ms` (this node's
+/// clock against the log's time of its last event).
+fn finished_before(record: &OperationRecord, window: Duration, now_ms: u64) -> bool {
     now_ms.saturating_sub(record.updated_at_ms) > window.as_millis() as u64
 }
 

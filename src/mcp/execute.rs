@@ -2,7 +2,7 @@
 //! and releasing a claim the gateway made but will never execute.
 
 use super::answer;
-use super::upstream::{CallError, Upstream};
+use super::upstream::{CallError, ToolServer};
 use crate::config::Principal;
 use crate::core::decision::Decision;
 use crate::core::event::{BusinessResult, FailureKind, ResultBody};
@@ -42,7 +42,7 @@ where
 /// What executing a call needs, owned, so that it runs in a task of its own.
 pub(super) struct Execution {
     pub ledger: Arc<Ledger>,
-    pub upstream: Arc<Upstream>,
+    pub upstream: Arc<dyn ToolServer>,
     pub principal: Principal,
     pub exposed: String,
     pub upstream_name: String,
@@ -151,7 +151,9 @@ impl Execution {
                 }
             };
             tokio::pin!(heartbeat);
+            // Biased: an answer that arrived wins (and a simulation's seed alone decides ties).
             tokio::select! {
+                biased;
                 outcome = &mut called => outcome,
                 () = &mut heartbeat => called.await,
             }
@@ -159,7 +161,7 @@ impl Execution {
         match outcome {
             Ok(result) => {
                 let text = serde_json::to_string(&result).unwrap_or_default();
-                let body = if text.len() <= upstream.settings.result_bytes_max {
+                let body = if text.len() <= upstream.result_bytes_max() {
                     ResultBody::Kept(text)
                 } else {
                     ResultBody::Withheld {

@@ -23,7 +23,7 @@ pub const META_RUN_ID: &str = "io.opledger/run-id";
 
 /// What a derived key is scoped to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Scope<'a> {
+pub enum Scope<'a> {
     /// An MCP session.
     Session(&'a str),
     /// A client-declared run.

@@ -6,11 +6,11 @@
 //! recovery and the operator queue. Built on the official Rust SDK (`rmcp`).
 
 pub mod answer;
-mod call;
+pub mod call;
 mod catalog;
 mod execute;
 pub mod key;
 mod server;
-mod upstream;
+pub mod upstream;
 
 pub use server::Gateway;

@@ -6,7 +6,7 @@ use super::answer;
 use super::call::{self, Call, CallRefused};
 use super::catalog::{self, Hints};
 use super::key::{META_KEY, META_RUN_ID, Scope};
-use super::upstream::Upstream;
+use super::upstream::{ToolServer, Upstream};
 use crate::api::ApiState;
 use crate::api::auth::authenticate;
 use crate::api::error::ApiError;
@@ -382,9 +382,11 @@ impl ServerHandler for Handler {
             arguments,
             key,
             scope,
+            holder: format!("mcp-{}", uuid::Uuid::new_v4().simple()),
+            now_ms: crate::clock::SystemClock::shared().now_ms(),
         };
         let ledger = self.0.state.ledger.clone();
-        match call::recorded(&ledger, &upstream, self.0.settings.derived_key_window, call).await {
+        match call::recorded(&ledger, upstream, self.0.settings.derived_key_window, call).await {
             Ok(result) => Ok(result.into()),
             Err(CallRefused::Invalid(m)) => Err(McpError::invalid_params(m, None)),
             // Not a protocol error: the model reads a tool result, which says to retry.

@@ -20,14 +20,41 @@ pub(super) struct Upstream {
     tools: RwLock<Arc<Vec<Tool>>>,
 }
 
+impl ToolServer for Upstream {
+    fn call(
+        &self,
+        params: CallToolRequestParams,
+    ) -> crate::BoxFuture<'_, Result<CallToolResult, CallError>> {
+        Box::pin(self.call_upstream(params))
+    }
+
+    fn result_bytes_max(&self) -> usize {
+        self.settings.result_bytes_max
+    }
+}
+
 /// How long connecting and listing may take before the attempt counts as failed.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// A connection that lasted this long was healthy: the next reconnect starts without delay.
 const HEALTHY_AFTER: Duration = Duration::from_secs(10);
 
+/// Where a recorded call goes: an upstream MCP server reached through rmcp ([`Upstream`]), or
+/// one in memory (the simulator's).
+pub trait ToolServer: Send + Sync + 'static {
+    /// Calls `params` (its `_meta` carries the operation id) and waits at most the upstream's
+    /// call timeout. Only [`CallError::Down`] and [`CallError::Refused`] say the tool never ran.
+    fn call(
+        &self,
+        params: CallToolRequestParams,
+    ) -> crate::BoxFuture<'_, Result<CallToolResult, CallError>>;
+
+    /// Largest result, in bytes of JSON, kept in the log (a larger one is kept as its hash).
+    fn result_bytes_max(&self) -> usize;
+}
+
 /// Why a call to an upstream has no answer.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum CallError {
+pub enum CallError {
     /// The upstream is not connected.
     #[error("upstream is not connected")]
     Down,
@@ -59,7 +86,10 @@ impl Upstream {
 
     /// Calls `params` and waits at most `call_timeout`. Dropping the call on a timeout sends
     /// the upstream a cancellation, which is only advisory: the effect may still happen.
-    pub async fn call(&self, params: CallToolRequestParams) -> Result<CallToolResult, CallError> {
+    async fn call_upstream(
+        &self,
+        params: CallToolRequestParams,
+    ) -> Result<CallToolResult, CallError> {
         let peer = self
             .peer
             .read()

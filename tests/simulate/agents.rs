@@ -4,6 +4,7 @@
 //! holder name. Every answer an agent receives is recorded, to be held against the log later.
 
 use crate::faults::Faults;
+use crate::gateway;
 use crate::lock;
 use crate::net::Net;
 use crate::node::Node;
@@ -58,6 +59,8 @@ pub struct Run {
     pub fsync_failures: Arc<std::sync::atomic::AtomicU32>,
     /// Restarts of a node whose log had failed.
     pub failed_log_restarts: std::sync::atomic::AtomicU64,
+    /// Calls the gateway executed (answered `execute`).
+    pub gateway_executions: std::sync::atomic::AtomicU64,
     /// The external world.
     pub world: Arc<World>,
     /// The faults of this run.
@@ -98,15 +101,19 @@ impl Run {
         Fut: Future<Output = Result<T, LedgerError>>,
     {
         let node = &self.nodes[via % self.nodes.len()];
-        let Some((ledger, mut crashes)) = node.ledger() else {
+        let Some((ledger, crashes, seen)) = node.ledger() else {
             return Err(NoAnswer::Down);
         };
-        crashes.borrow_and_update();
         tokio::select! {
             biased;
-            _ = crashes.changed() => Err(NoAnswer::Down),
+            () = crashes.after(seen) => Err(NoAnswer::Down),
             answer = call(ledger) => answer.map_err(NoAnswer::Refused),
         }
+    }
+
+    /// A decision received by code only (the gateway's answers carry no record).
+    pub fn saw_code(&self, agent: usize, decision: &str) {
+        lock(&self.trace).update(format!("{agent} {decision} (via the gateway)\n"));
     }
 
     fn saw(&self, agent: usize, answer: &Answer) {
@@ -126,11 +133,11 @@ impl Run {
     }
 
     /// A node to call, as a client behind a load balancer reaches one.
-    fn pick(&self, rng: &mut Rng) -> usize {
+    pub fn pick(&self, rng: &mut Rng) -> usize {
         rng.below(self.nodes.len() as u64) as usize
     }
 
-    fn breach(&self, what: String) {
+    pub fn breach(&self, what: String) {
         lock(&self.breaches).push(what);
     }
 }
@@ -140,7 +147,10 @@ impl Run {
 pub async fn read_back(run: &Run) {
     let ids: Vec<OperationId> = lock(&run.ids).values().flatten().copied().collect();
     for (n, node) in run.nodes.iter().enumerate() {
-        let Some((ledger, _)) = node.ledger() else {
+        let Some((ledger, _, _)) = node.ledger() else {
+            for id in &ids {
+                lock(&run.final_reads).push((n, *id, Err("the node was down".into())));
+            }
             continue;
         };
         for id in &ids {
@@ -173,7 +183,11 @@ enum How {
 /// One agent working its intents in order; now and then it undoes a ticket it created.
 pub async fn agent(run: Arc<Run>, me: usize, intents: Vec<Intent>, mut rng: Rng) {
     for intent in intents {
-        work(&run, me, &intent, &mut rng, How::Claim).await;
+        if intent.tool == KEYED && rng.chance(run.faults.mcp_calls) {
+            gateway::call_via_gateway(&run, me, &intent.key, &intent.request, &mut rng).await;
+        } else {
+            work(&run, me, &intent, &mut rng, How::Claim).await;
+        }
         if intent.tool == KEYED && rng.chance(run.faults.compensations) {
             compensate(&run, me, &intent, &mut rng).await;
         }
@@ -193,13 +207,10 @@ async fn compensate(run: &Run, me: usize, intent: &Intent, rng: &mut Rng) {
             |ledger| async move { ledger.get(&run.agent, id).await },
         )
         .await;
-    if !matches!(
-        read,
-        Ok(OperationRecord {
-            state: OpState::Completed { .. },
-            ..
-        })
-    ) {
+    // A careful agent undoes only a success: an error answer may or may not have done
+    // something, and that is for a person to look at.
+    let succeeded = |r: &OperationRecord| matches!(&r.state, OpState::Completed { result } if result.status < 400);
+    if !read.as_ref().is_ok_and(succeeded) {
         return;
     }
     let undo = Intent {
@@ -328,7 +339,12 @@ async fn execute(
         return Next::Crashed;
     }
     if rng.chance(run.faults.heartbeats) {
-        send_report(run, me, record, holder, &Report::Heartbeat, rng).await;
+        let beat = send_report(run, me, record, holder, &Report::Heartbeat, rng).await;
+        // A careful executor calls only while it holds the lease: a heartbeat not accepted,
+        // or never answered, means it may have lapsed (and recovery may have settled it).
+        if !matches!(beat, Some(Decision::Accepted | Decision::Unchanged)) {
+            return Next::Again;
+        }
     }
     let mut call = run.world.call(intent.tool, record.id).await;
     // A keyed tool may be called again with the same operation id: the system dedupes it.
@@ -384,7 +400,7 @@ async fn send_report(
     holder: &str,
     report: &Report,
     rng: &mut Rng,
-) {
+) -> Option<Decision> {
     for _ in 0..8 {
         let via = run.pick(rng);
         let answered = run
@@ -402,17 +418,20 @@ async fn send_report(
             .await;
         match answered {
             Ok(answer) => {
-                if !rng.chance(run.faults.lost_replies) {
-                    run.saw(me, &answer);
+                if rng.chance(run.faults.lost_replies) {
+                    return None;
                 }
-                return;
+                run.saw(me, &answer);
+                return Some(answer.decision);
             }
             Err(NoAnswer::Refused(e)) if !e.retriable() => {
-                return run.breach(format!("a report was refused for good: {e}"));
+                run.breach(format!("a report was refused for good: {e}"));
+                return None;
             }
             Err(_) => pause(rng, 100, 3_000).await,
         }
     }
+    None
 }
 
 /// An operator: now and then takes over an operation agents claimed and settles it with what

@@ -104,7 +104,7 @@ pub async fn check(run: &Run) -> Vec<String> {
     for (n, node) in run.nodes.iter().enumerate() {
         found.extend(same_records(n, &folded, &records_of(&node.store())));
     }
-    found.extend(reads_agree(run));
+    found.extend(reads_agree(run, &folded));
     // Every answer an agent received is the log's: some event of it produced that record.
     let mut last: BTreeMap<(usize, OperationId), u64> = BTreeMap::new();
     for seen in lock(&run.seen).iter() {
@@ -191,6 +191,14 @@ fn effects_agree(
                 ));
             }
             let wrong = match &record.state {
+                // The gateway stores the tool's answer itself: a success only where the world
+                // created the ticket, a tool error only where it created nothing.
+                OpState::Completed { result } if result.resource_ref.starts_with("mcp:") => {
+                    let created = !effects.is_empty();
+                    (created != (result.status == 200)).then_some(
+                        "completed through the gateway with an answer the world contradicts",
+                    )
+                }
                 OpState::Completed { result } if !effects.contains(&result.resource_ref) => {
                     Some("completed with a resource the external system never created")
                 }
@@ -238,19 +246,21 @@ fn same_records(
     ))
 }
 
-/// Every node answered the same for every operation when asked after the run settled.
-fn reads_agree(run: &Run) -> Vec<String> {
-    let mut by_id: BTreeMap<OperationId, Vec<&Result<OperationRecord, String>>> = BTreeMap::new();
-    let reads = lock(&run.final_reads);
-    for (_, id, read) in reads.iter() {
-        by_id.entry(*id).or_default().push(read);
-    }
+/// Every node, asked for every operation after the run settled, answered what the fold of the
+/// log holds (nothing is processing any more, so no lease floor moves the record read).
+fn reads_agree(run: &Run, folded: &BTreeMap<OperationId, OperationRecord>) -> Vec<String> {
     let mut found = Vec::new();
-    for (id, answers) in by_id {
-        if let Some(Err(e)) = answers.iter().find(|a| a.is_err()) {
-            found.push(format!("after the run settled, reading {id} failed: {e}"));
-        } else if answers.windows(2).any(|w| w[0] != w[1]) {
-            found.push(format!("the nodes answer differently for {id}"));
+    for (n, id, read) in lock(&run.final_reads).iter() {
+        match read {
+            Err(e) => found.push(format!(
+                "after the run settled, node {n} could not read {id}: {e}"
+            )),
+            Ok(record) if folded.get(id) != Some(record) => found.push(format!(
+                "after the run settled, node {n} answered version {} of {id} ({}), not the log's",
+                record.version,
+                record.state.name()
+            )),
+            Ok(_) => {}
         }
     }
     found

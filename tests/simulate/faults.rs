@@ -44,11 +44,14 @@ pub struct Faults {
     /// One tool keeps its keys for two minutes only: retention expires operations while
     /// their retries are in flight.
     pub short_retention: bool,
+    /// Tickets an agent creates through the MCP gateway's call path (the gateway executes).
+    pub mcp_calls: u32,
     /// Tickets an agent cancels after they were created (a compensation: an operation of its
     /// own, derived from the original's).
     pub compensations: u32,
-    /// Appends whose fsync fails: the log refuses appends from then on, and the node is
-    /// restarted a while later (an orchestrator acting on its failed readiness).
+    /// Appends whose fsync fails (a lone node's embedded log): the log refuses appends from then
+    /// on, and the node is restarted a while later (an orchestrator acting on its failed
+    /// readiness).
     pub fsync_failures: u32,
     /// Nodes on the log: 1 runs alone (the embedded log's way); more share it as a cluster
     /// does on Kafka, and the crashes and clock jumps hit one of them at a time.
@@ -99,7 +102,10 @@ impl Faults {
         };
         f.fsync_failures = rate(rng, 20);
         f.compensations = rate(rng, 1000);
+        f.mcp_calls = rate(rng, 1000);
         if f.nodes > 1 {
+            // A cluster's log is the brokers': a node has no fsync of its own to fail.
+            f.fsync_failures = 0;
             f.announce_delay_ms = rate(rng, 4_000);
             f.lost_announcements = rate(rng, 300);
             f.lost_peer_answers = rate(rng, 200);
@@ -130,6 +136,7 @@ impl fmt::Display for Faults {
             ("clock_jumps", self.clock_jumps),
             ("fsync_failures", self.fsync_failures),
             ("compensations", self.compensations),
+            ("mcp_calls", self.mcp_calls),
             ("announce_delay_ms", self.announce_delay_ms),
             ("lost_announcements", self.lost_announcements),
             ("lost_peer_answers", self.lost_peer_answers),

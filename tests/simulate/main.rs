@@ -21,6 +21,7 @@ mod agents;
 mod check;
 mod disk;
 mod faults;
+mod gateway;
 mod net;
 mod node;
 mod rng;
@@ -48,6 +49,18 @@ const REGRESSIONS: &[(u64, &str)] = &[
     (
         580,
         "disk checker: a call that rolled the segment is two units, each synced",
+    ),
+    (
+        120,
+        "fsync failed while the arbiter recorded its ownership at start: retried for ever, never served",
+    ),
+    (
+        16,
+        "a call through the gateway completed with a tool error, then was compensated",
+    ),
+    (
+        719,
+        "announcements late past the member timeout for ever: the placement flapped, no lease lapsed",
     ),
 ];
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -147,6 +160,8 @@ struct Tally {
     failed_log_restarts: u64,
     /// Tickets cancelled by compensations.
     compensated: u64,
+    /// Calls the MCP gateway's call path executed.
+    gateway_executions: u64,
     effects: u64,
     /// Seeds that enabled each fault.
     coverage: std::collections::BTreeMap<String, u64>,
@@ -208,6 +223,7 @@ fn one_seed(seed: u64, o: &Options, tally: &Mutex<Tally>) {
     t.two_owners += u64::from(outcome.two_owners > 0);
     t.failed_log_restarts += outcome.failed_log_restarts;
     t.compensated += outcome.compensated;
+    t.gateway_executions += outcome.gateway_executions;
     t.effects += outcome.effects;
     for name in faults.split(',') {
         let name = name.split('=').next().unwrap_or(name).to_owned();
@@ -293,8 +309,8 @@ fn main() {
     );
     println!("seeds per fault: {}", enabled.join(", "));
     println!(
-        "seeds in which a partition had two owners for a while: {}; nodes restarted after a failed fsync: {}; tickets cancelled by compensations: {}",
-        t.two_owners, t.failed_log_restarts, t.compensated
+        "seeds in which a partition had two owners for a while: {}; nodes restarted after a failed fsync: {}; tickets cancelled by compensations: {}; calls executed through the MCP gateway's call path: {}",
+        t.two_owners, t.failed_log_restarts, t.compensated, t.gateway_executions
     );
     println!("{} seeds, {} failed", t.ran, t.failures.len());
     if t.failures.is_empty() {
@@ -316,6 +332,7 @@ fn guarded(run: impl FnOnce() -> run::Outcome + std::panic::UnwindSafe) -> run::
         two_owners: 0,
         failed_log_restarts: 0,
         compensated: 0,
+        gateway_executions: 0,
     })
 }
 

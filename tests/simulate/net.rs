@@ -5,6 +5,7 @@
 
 use crate::lock;
 use crate::rng::Rng;
+use crate::seams::Crashes;
 use opledger::cluster::loopback::LoopbackPeers;
 use opledger::cluster::members::memory::MemoryMembers;
 use opledger::cluster::members::{MembersError, MembersFeed, MembersTopic};
@@ -12,9 +13,9 @@ use opledger::cluster::peer::{PeerRequest, PeerResponse};
 use opledger::cluster::transport::PeerTransport;
 use opledger::partition::PartitionError;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::watch;
 
 /// What the network does wrong, per mille and in milliseconds.
 #[derive(Clone, Copy, Debug, Default)]
@@ -32,7 +33,7 @@ pub struct Net {
     members: MemoryMembers,
     peers: LoopbackPeers,
     /// Each node's crash counter, by address: a call to a node that crashes is cut.
-    crashes: Mutex<HashMap<String, watch::Receiver<u64>>>,
+    crashes: Mutex<HashMap<String, Arc<Crashes>>>,
     weather: Mutex<Weather>,
     rng: Mutex<Rng>,
 }
@@ -50,7 +51,7 @@ impl Net {
     }
 
     /// Where the node at `base` is reached, and the counter its crashes bump.
-    pub fn register(&self, base: &str, crashes: watch::Receiver<u64>) {
+    pub fn register(&self, base: &str, crashes: Arc<Crashes>) {
         lock(&self.crashes).insert(base.to_owned(), crashes);
     }
 
@@ -106,6 +107,39 @@ impl MembersTopic for Net {
     }
 }
 
+impl Net {
+    /// The network as one process of a node reaches it: once the process is gone (`gone`:
+    /// killed, or exited after a stop), nothing it still runs reaches another node.
+    pub fn for_process(self: &Arc<Self>, gone: Arc<AtomicBool>) -> ProcessNet {
+        ProcessNet {
+            net: self.clone(),
+            gone,
+        }
+    }
+}
+
+/// [`Net`] as one process reaches it.
+pub struct ProcessNet {
+    net: Arc<Net>,
+    gone: Arc<AtomicBool>,
+}
+
+impl PeerTransport for ProcessNet {
+    fn ask<'a>(
+        &'a self,
+        base: &'a str,
+        partition: u32,
+        request: &'a PeerRequest,
+    ) -> opledger::BoxFuture<'a, Result<PeerResponse, PartitionError>> {
+        Box::pin(async move {
+            if self.gone.load(Ordering::SeqCst) {
+                return Err(PartitionError::Peer("this process is gone".into()));
+            }
+            self.net.ask(base, partition, request).await
+        })
+    }
+}
+
 impl PeerTransport for Net {
     fn ask<'a>(
         &'a self,
@@ -115,12 +149,12 @@ impl PeerTransport for Net {
     ) -> opledger::BoxFuture<'a, Result<PeerResponse, PartitionError>> {
         Box::pin(async move {
             let lost = || PartitionError::Peer("the owner did not answer".into());
-            let mut crashes = lock(&self.crashes).get(base).cloned().ok_or_else(lost)?;
-            crashes.borrow_and_update();
+            let crashes = lock(&self.crashes).get(base).cloned().ok_or_else(lost)?;
+            let seen = crashes.seen();
             tokio::time::sleep(Duration::from_micros(self.draw(0, 2_000))).await;
             let answer = tokio::select! {
                 biased;
-                _ = crashes.changed() => return Err(lost()),
+                () = crashes.after(seen) => return Err(lost()),
                 answer = self.peers.ask(base, partition, request) => answer,
             };
             tokio::time::sleep(Duration::from_micros(self.draw(0, 2_000))).await;

@@ -10,7 +10,7 @@
 use crate::lock;
 use crate::net::Net;
 use crate::rng::Rng;
-use crate::seams::SimLog;
+use crate::seams::{Crashes, Limbo, SimLog};
 use crate::world::World;
 use opledger::clock::SharedClock;
 use opledger::cluster::auth::PeerKey;
@@ -18,12 +18,12 @@ use opledger::cluster::members::MembersTopic;
 use opledger::cluster::membership::{self, Group, JoinSettings};
 use opledger::cluster::placement::Role;
 use opledger::cluster::router::{Peers, Router};
-use opledger::cluster::transport::PeerTransport;
 use opledger::config::{Config, RecoveryOptions};
 use opledger::consumers::recovery::Recovery;
 use opledger::consumers::runner::ConsumersRunner;
 use opledger::ledger::Ledger;
 use opledger::log::memory::MemoryLog;
+use opledger::log::model::NewRecord;
 use opledger::partition::follower::FollowError;
 use opledger::partition::local::{LocalPartition, Shared};
 use opledger::partition::ownership::Ownership;
@@ -31,7 +31,7 @@ use opledger::partition::replies::Replies;
 use opledger::partition::runner::{ArbiterRunner, PartitionRunner};
 use opledger::projection::SharedStore;
 use opledger::projection::memory::MemoryStore;
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
@@ -87,6 +87,8 @@ pub fn new_log() -> MemoryLog {
 struct Process {
     ledger: Arc<Ledger>,
     log: Arc<SimLog>,
+    /// Set when the process is killed or has exited: what it left running reaches nobody.
+    gone: Arc<AtomicBool>,
     clock: Arc<NodeClock>,
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
@@ -107,7 +109,7 @@ pub struct Node {
     started: tokio::time::Instant,
     process: Mutex<Option<Process>>,
     /// Bumped at every crash: calls under way when it moves are cut.
-    crashes: watch::Sender<u64>,
+    crashes: Arc<Crashes>,
     /// Skew of the next process's clock.
     skew_ms: AtomicI64,
     generation: AtomicU64,
@@ -115,6 +117,8 @@ pub struct Node {
     latency: Arc<Mutex<Rng>>,
     /// Appends whose fsync fails, per mille (the run's: zero once the faults end).
     fsync_failures: Arc<AtomicU32>,
+    /// What failed fsyncs left on the disk, found by the next process.
+    limbo: Limbo,
     /// Held across a stop or crash and the start after it: one restart at a time.
     pub lifecycle: tokio::sync::Mutex<()>,
     /// What stopped a task of the node other than a crash (each is a finding).
@@ -134,9 +138,9 @@ impl Node {
         fsync_failures: Arc<AtomicU32>,
     ) -> Arc<Self> {
         let started = tokio::time::Instant::now();
-        let crashes = watch::Sender::new(0);
+        let crashes = Arc::new(Crashes::default());
         if let Some(net) = &net {
-            net.register(&address(index), crashes.subscribe());
+            net.register(&address(index), crashes.clone());
         }
         Arc::new(Self {
             index,
@@ -152,6 +156,7 @@ impl Node {
             generation: AtomicU64::new(0),
             latency: Arc::new(Mutex::new(latency)),
             fsync_failures,
+            limbo: Limbo::default(),
             lifecycle: tokio::sync::Mutex::new(()),
             failures: Mutex::new(Vec::new()),
         })
@@ -162,12 +167,20 @@ impl Node {
         lock(&self.store).clone()
     }
 
-    /// The ledger of the running process and the crash counter its calls must watch, or
-    /// `None` while the node is down.
-    pub fn ledger(&self) -> Option<(Arc<Ledger>, watch::Receiver<u64>)> {
+    /// The ledger of the running process, the crash counter its calls must watch and the
+    /// crashes seen so far, or `None` while the node is down.
+    pub fn ledger(&self) -> Option<(Arc<Ledger>, Arc<Crashes>, u64)> {
         let process = lock(&self.process);
         let ledger = process.as_ref()?.ledger.clone();
-        Some((ledger, self.crashes.subscribe()))
+        Some((ledger, self.crashes.clone(), self.crashes.seen()))
+    }
+
+    /// Now by the running process's clock (the run's start time while the node is down).
+    pub fn now_ms(&self) -> u64 {
+        use opledger::clock::Clock;
+        lock(&self.process)
+            .as_ref()
+            .map_or(T0, |p| p.clock.now_ms())
     }
 
     /// Whether the running process's log stopped accepting appends after a failed fsync.
@@ -196,6 +209,13 @@ impl Node {
         if fresh_projection {
             *lock(&self.store) = Arc::new(MemoryStore::new());
         }
+        // Opening the log finds what a failed fsync left on the disk.
+        let found: Vec<(u32, Vec<NewRecord>, u64)> = lock(&self.limbo).drain(..).collect();
+        for (partition, records, written_ms) in found {
+            if let Err(e) = self.log.append_stamped(partition, records, written_ms) {
+                lock(&self.failures).push(format!("the log refused what it found on disk: {e}"));
+            }
+        }
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         let node = (u64::from(self.index) + 1) << 32 | generation;
         let clock = NodeClock::new(self.started, self.skew_ms.load(Ordering::SeqCst));
@@ -204,8 +224,10 @@ impl Node {
         let consuming = Arc::new(Ownership::new(PARTITIONS));
         let log = Arc::new(SimLog::new(
             self.log.with_clock(clock.clone()),
+            clock.clone(),
             self.latency.clone(),
             self.fsync_failures.clone(),
+            self.limbo.clone(),
         ));
         let shared = Arc::new(Shared {
             log: log.clone(),
@@ -226,6 +248,7 @@ impl Node {
             ownership: consuming.clone(),
         });
         let (stop, stopped) = watch::channel(false);
+        let gone = Arc::new(AtomicBool::new(false));
         let mut tasks = JoinSet::new();
         let mut handles = Vec::new();
         let local = LocalPartition::all(shared);
@@ -277,7 +300,7 @@ impl Node {
                 handles = joined.tasks;
                 let peers = Peers {
                     directory: joined.directory,
-                    client: net.clone() as Arc<dyn PeerTransport>,
+                    client: Arc::new(net.for_process(gone.clone())),
                 };
                 let router = Arc::new(Router::new(local, ownership.clone(), Some(peers)));
                 net.peers().attach(&address(self.index), &router);
@@ -303,6 +326,7 @@ impl Node {
         *lock(&self.process) = Some(Process {
             ledger,
             log: log.clone(),
+            gone,
             clock,
             stop,
             tasks,
@@ -347,7 +371,12 @@ impl Node {
         let Some(mut process) = lock(&self.process).take() else {
             return;
         };
-        self.crashes.send_modify(|n| *n += 1);
+        // Nothing reaches it from here on, every call under way is cut, and what its tasks
+        // left running (the gateway's executions) can no longer write.
+        self.detach();
+        process.gone.store(true, Ordering::SeqCst);
+        process.log.kill();
+        self.crashes.crash();
         process.tasks.abort_all();
         for handle in &process.handles {
             handle.abort();
@@ -360,12 +389,23 @@ impl Node {
         let Some(process) = lock(&self.process).take() else {
             return;
         };
+        // A stopping node takes no new calls.
+        self.detach();
         process.stop.send_replace(true);
+        let (log, gone) = (process.log.clone(), process.gone.clone());
         self.reap(process).await;
+        // `serve` exits: what its tasks left running (the gateway's executions) ends with it.
+        gone.store(true, Ordering::SeqCst);
+        log.kill();
     }
 
-    /// Waits for every task of `process` to end; a panic is a finding. Then nothing answers
-    /// at the node's address until it starts again.
+    fn detach(&self) {
+        if let Some(net) = &self.net {
+            net.peers().detach(&address(self.index));
+        }
+    }
+
+    /// Waits for every task of `process` to end; a panic is a finding.
     async fn reap(&self, mut process: Process) {
         let mut ended = Vec::new();
         while let Some(task) = process.tasks.join_next().await {
@@ -378,9 +418,6 @@ impl Node {
             if e.is_panic() {
                 lock(&self.failures).push(format!("a task of node {} panicked: {e}", self.index));
             }
-        }
-        if let Some(net) = &self.net {
-            net.peers().detach(&address(self.index));
         }
     }
 }

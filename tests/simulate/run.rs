@@ -37,6 +37,8 @@ pub struct Outcome {
     pub failed_log_restarts: u64,
     /// Tickets cancelled by a compensation.
     pub compensated: u64,
+    /// Calls the MCP gateway's call path executed.
+    pub gateway_executions: u64,
     /// Events appended by a node after another had recorded its ownership of the partition
     /// (two owners for a while).
     pub two_owners: u64,
@@ -149,6 +151,7 @@ async fn simulate(seed: u64, steps: u32) -> Outcome {
         net,
         fsync_failures,
         failed_log_restarts: Default::default(),
+        gateway_executions: Default::default(),
         world: world.clone(),
         faults: faults.clone(),
         agent,
@@ -162,9 +165,17 @@ async fn simulate(seed: u64, steps: u32) -> Outcome {
     let finished = tokio::time::timeout(RUN_LIMIT, drive(&run, &mut rng, steps)).await;
     let mut violations = match finished {
         Ok(()) => check(&run).await,
-        Err(_) => vec![format!(
-            "the run did not settle within {RUN_LIMIT:?} of simulated time"
-        )],
+        Err(_) => {
+            // What went wrong on the way may be why it never settled.
+            let mut found = vec![format!(
+                "the run did not settle within {RUN_LIMIT:?} of simulated time"
+            )];
+            found.extend(lock(&run.breaches).iter().cloned());
+            for node in &run.nodes {
+                found.extend(lock(&node.failures).iter().cloned());
+            }
+            found
+        }
     };
     violations.dedup();
     let mut trace = lock(&run.trace).clone();
@@ -198,6 +209,7 @@ async fn simulate(seed: u64, steps: u32) -> Outcome {
         two_owners,
         failed_log_restarts: run.failed_log_restarts.load(Ordering::SeqCst),
         compensated: world.performed_by(CANCEL),
+        gateway_executions: run.gateway_executions.load(Ordering::SeqCst),
     }
 }
 
@@ -304,9 +316,10 @@ async fn chaos(run: Arc<Run>, mut rng: Rng) {
     }
 }
 
-/// Restarts, a while later, every node whose log stopped after a failed fsync — as an
-/// orchestrator does on a failed readiness check — until `over`. The process is killed: what
-/// its projection holds is not trusted, it is rebuilt from the log.
+/// Restarts every node whose log stopped after a failed fsync — as an orchestrator does on a
+/// failed readiness check (or after `serve` exited, when the failure hit its start) — until
+/// `over`. The process is killed at once, then started again a while later: what its
+/// projection holds is not trusted, it is rebuilt from the log.
 async fn supervise(run: Arc<Run>, mut rng: Rng, mut over: watch::Receiver<bool>) {
     loop {
         tokio::select! {
@@ -323,8 +336,8 @@ async fn supervise(run: Arc<Run>, mut rng: Rng, mut over: watch::Receiver<bool>)
             if !node.log_failed() {
                 continue;
             }
-            tokio::time::sleep(Duration::from_millis(rng.between(0, 20_000))).await;
             node.crash().await;
+            tokio::time::sleep(Duration::from_millis(rng.between(0, 20_000))).await;
             node.start(true).await;
             run.failed_log_restarts.fetch_add(1, Ordering::SeqCst);
         }

@@ -8,6 +8,7 @@
 //! accepts no append until the process restarts — as the embedded log does since fsyncgate.
 
 use crate::rng::Rng;
+use opledger::clock::SharedClock;
 use opledger::log::memory::MemoryLog;
 use opledger::log::model::{Appended, EventLog, LogError, LogRecord, NewRecord, Offset};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -17,6 +18,7 @@ use std::time::Duration;
 /// The in-memory log of one process, slowed down by the seed, its fsync failing now and then.
 pub struct SimLog {
     inner: MemoryLog,
+    clock: SharedClock,
     rng: Arc<Mutex<Rng>>,
     /// Appends whose fsync fails, per mille (shared by the run: zero once the faults end).
     fsync_failures: Arc<AtomicU32>,
@@ -24,17 +26,36 @@ pub struct SimLog {
     failed: Mutex<Option<String>>,
     /// Woken when it does.
     failing: tokio::sync::Notify,
+    /// Appends whose fsync failed but whose records reached the disk anyway: no reader sees
+    /// them (the embedded log publishes only what it synced) until the next process opens the
+    /// log and finds them.
+    limbo: Limbo,
+    /// The process was killed.
+    dead: std::sync::atomic::AtomicBool,
 }
 
+/// Records on the disk that no process has seen yet: partition, records, when written.
+pub type Limbo = Arc<Mutex<Vec<(u32, Vec<NewRecord>, u64)>>>;
+
 impl SimLog {
-    /// `inner`, with latency drawn from `rng` and `fsync_failures` per mille of appends failing.
-    pub fn new(inner: MemoryLog, rng: Arc<Mutex<Rng>>, fsync_failures: Arc<AtomicU32>) -> Self {
+    /// `inner` (stamping by `clock`), with latency drawn from `rng` and `fsync_failures` per
+    /// mille of appends failing; what a failed fsync left on the disk goes to `limbo`.
+    pub fn new(
+        inner: MemoryLog,
+        clock: SharedClock,
+        rng: Arc<Mutex<Rng>>,
+        fsync_failures: Arc<AtomicU32>,
+        limbo: Limbo,
+    ) -> Self {
         Self {
             inner,
+            clock,
             rng,
             fsync_failures,
             failed: Mutex::new(None),
             failing: tokio::sync::Notify::new(),
+            limbo,
+            dead: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -49,6 +70,11 @@ impl SimLog {
             }
             failing.await;
         }
+    }
+
+    /// The process is killed: nothing it still runs appends any more.
+    pub fn kill(&self) {
+        self.dead.store(true, Ordering::SeqCst);
     }
 
     /// Whether an fsync failed: the process must restart to append again.
@@ -76,6 +102,13 @@ impl EventLog for SimLog {
             return Err(LogError::Failed { reason });
         }
         self.pause().await;
+        if self.dead.load(Ordering::SeqCst) {
+            return Err(LogError::Closed);
+        }
+        // Another append's fsync may have failed meanwhile: nothing after it is acknowledged.
+        if let Some(reason) = crate::lock(&self.failed).clone() {
+            return Err(LogError::Failed { reason });
+        }
         let (fails, durable) = {
             let mut rng = crate::lock(&self.rng);
             let rate = self.fsync_failures.load(Ordering::SeqCst);
@@ -84,7 +117,8 @@ impl EventLog for SimLog {
         if fails {
             // Written to the page cache; whether it reached the disk is the kernel's secret.
             if durable {
-                let _ = self.inner.append(partition, records).await;
+                let written_ms = self.clock.now_ms();
+                crate::lock(&self.limbo).push((partition, records, written_ms));
             }
             let reason = "fsync: input/output error (simulated)".to_owned();
             *crate::lock(&self.failed) = Some(reason.clone());
@@ -116,5 +150,40 @@ impl EventLog for SimLog {
 
     fn failure(&self) -> Option<String> {
         crate::lock(&self.failed).clone()
+    }
+}
+
+/// A node's crash counter: every call under way watches it, and a crash cuts them all. Waiters
+/// are woken through `Notify`, in the order they began to wait (tokio's `watch` would wake them
+/// in a random order, and the run must depend on its seed alone).
+#[derive(Default)]
+pub struct Crashes {
+    count: std::sync::atomic::AtomicU64,
+    crashed: tokio::sync::Notify,
+}
+
+impl Crashes {
+    /// How many crashes there were: what a call starting now waits to change.
+    pub fn seen(&self) -> u64 {
+        self.count.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// One more crash: every call watching is cut.
+    pub fn crash(&self) {
+        self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.crashed.notify_waiters();
+    }
+
+    /// Resolves once there was a crash after `seen`.
+    pub async fn after(&self, seen: u64) {
+        loop {
+            let crashed = self.crashed.notified();
+            tokio::pin!(crashed);
+            crashed.as_mut().enable();
+            if self.seen() > seen {
+                return;
+            }
+            crashed.await;
+        }
     }
 }
