@@ -173,7 +173,7 @@ fn check_passes(path: &std::path::Path) -> String {
 #[test]
 fn check_accepts_the_deploy_config() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/opledger.toml");
-    assert!(check_passes(path.as_ref()).contains("payments.refund (keyed)"));
+    assert!(check_passes(path.as_ref()).contains("payments.refund: class keyed"));
 }
 
 #[test]
@@ -209,7 +209,7 @@ fn the_readme_config_reference_passes_check_as_pasted() {
     std::fs::write(&path, block).expect("writes");
     let stdout = check_passes(&path);
     assert!(
-        stdout.contains("payments.charge (keyed)") && stdout.contains("1 principals"),
+        stdout.contains("payments.charge: class keyed") && stdout.contains("1 principals"),
         "{stdout}"
     );
 }

@@ -179,7 +179,7 @@ fn the_command_list_is_one_short_line_each_and_each_command_has_an_example() {
     };
     let top = help(&["--help"]);
     let commands = [
-        "serve", "audit", "verify", "export", "history", "rebuild", "demo", "check",
+        "serve", "audit", "verify", "export", "history", "rebuild", "demo", "check", "init",
     ];
     for command in commands {
         let line = top
@@ -287,4 +287,89 @@ fn the_demo_keeps_its_ledger_when_asked_refuses_an_existing_one_and_counts_its_c
         "{said}"
     );
     assert_eq!(files_of(&dir), before, "the refused demo changed nothing");
+}
+
+fn check(config: &std::path::Path) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .args(["check", "--config"])
+        .arg(config)
+        .output()
+        .expect("runs check");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `check` reports every error at once, keeps the parser's own hints, warns on values that
+/// parse but make no sense, and shows each tool's full terms; `init` writes a starting file
+/// that `check` accepts, and never overwrites one.
+#[test]
+fn check_says_everything_at_once_and_init_writes_a_starting_file() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let many = tmp.path().join("many.toml");
+    std::fs::write(
+        &many,
+        "listen = \"nope\"\n[log]\npartitions = 0\n[[tool]]\nname = \"x\"\nclass = \"keyed\"\nloss = \"high\"\nlease = \"ten\"\n[[tool]]\nname = \"y\"\nclass = \"keyed\"\nloss = \"high\"\ncompensation = \"z\"\n",
+    )
+    .expect("writes");
+    let (ok, _, said) = check(&many);
+    assert!(!ok, "{said}");
+    for wrong in [
+        "line 1: listen",
+        "line 3: [log] partitions = 0",
+        "line 8: tool `x`: lease = \"ten\"",
+        "line 13: tool `y`: compensation = \"z\"",
+    ] {
+        assert!(said.contains(wrong), "{wrong} missing from: {said}");
+    }
+
+    let header = tmp.path().join("header.toml");
+    std::fs::write(&header, "[log\npartitions = 4\n").expect("writes");
+    let (ok, _, said) = check(&header);
+    assert!(!ok && said.contains("expected `.`, `]`"), "{said}");
+
+    let config = tmp.path().join("opledger.toml");
+    let init = |path: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_opledger"))
+            .args(["init", "--config"])
+            .arg(path)
+            .output()
+            .expect("runs init")
+    };
+    let wrote = init(&config);
+    assert!(
+        wrote.status.success(),
+        "{}",
+        String::from_utf8_lossy(&wrote.stderr)
+    );
+    let written = std::fs::read_to_string(&config).expect("init wrote the file");
+    let (ok, said, warned) = check(&config);
+    assert!(ok, "{said}{warned}");
+    assert!(
+        said.contains(
+            "payments.charge: class keyed, loss high, lease 30s, retention 2days, status query no, compensation none, fingerprint amount"
+        ),
+        "{said}"
+    );
+    assert!(!warned.contains("warning"), "{warned}");
+    let again = init(&config);
+    assert!(!again.status.success(), "init never overwrites");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("exists"));
+    assert_eq!(std::fs::read_to_string(&config).expect("reads"), written);
+
+    // A lease of 100,000,000 hours parses, and is almost surely a mistake.
+    std::fs::write(
+        &config,
+        written.replacen("lease = \"30s\"", "lease = \"100000000h\"", 1),
+    )
+    .expect("writes");
+    let (ok, _, warned) = check(&config);
+    assert!(ok, "a warning, not an error: {warned}");
+    assert!(
+        warned.contains("warning: tool `payments.charge`: lease")
+            && warned.contains("longer than a day"),
+        "{warned}"
+    );
 }

@@ -2,6 +2,7 @@
 //! `opledger serve` on the development default, with only what a reader fills in replaced
 //! (the printed token, the port a test must pick, the operation id the first answer gave).
 //! Every `"key":value` the README shows in an answer's comment must be in the real answer.
+//! After it, the Python quick start runs as pasted, twice: it charges once, under its own key.
 
 mod common;
 
@@ -14,6 +15,12 @@ const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.m
 
 /// The `sh` blocks of the section, in order.
 fn blocks(section: &str) -> Vec<String> {
+    fenced(section, "sh")
+}
+
+/// The blocks of the section fenced as `lang`, in order.
+fn fenced(section: &str, lang: &str) -> Vec<String> {
+    let fence = format!("```{lang}");
     let start = README.find(section).expect("the section is in the README");
     let body = &README[start + section.len()..];
     let body = &body[..body.find("\n## ").unwrap_or(body.len())];
@@ -24,7 +31,7 @@ fn blocks(section: &str) -> Vec<String> {
         let trimmed = line.trim_start();
         let indent = line.len() - trimmed.len();
         match (&mut current, trimmed) {
-            (None, "```sh") => current = Some((indent, String::new())),
+            (None, open) if open == fence => current = Some((indent, String::new())),
             (Some(_), "```") => blocks.push(current.take().expect("open block").1),
             (Some((fence, block)), _) => {
                 block.push_str(&line[indent.min(*fence)..]);
@@ -124,6 +131,39 @@ fn the_readme_curl_walk_through_runs_as_pasted() {
             );
         }
     }
+    // Then the Python quick start, as pasted (the token and address filled in), twice.
+    let python = fenced("## From Python", "python");
+    assert_eq!(python.len(), 1, "one quick start: {python:?}");
+    let script = python[0]
+        .replace("token=\"dev-...\"", &format!("token=\"{token}\""))
+        .replace("http://127.0.0.1:7070", &base);
+    assert!(
+        script.contains(&token) && script.contains(&base),
+        "{script}"
+    );
+    let run = || {
+        let out = Command::new("python3")
+            .arg("-c")
+            .arg(&script)
+            .env(
+                "PYTHONPATH",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/clients/python/src"),
+            )
+            .output()
+            .expect("python3 runs");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let first = run();
+    let lines: Vec<&str> = first.lines().collect();
+    assert_eq!(lines.len(), 2, "it charged, then printed the id: {first}");
+    assert!(lines[0].starts_with("charging 10.50"), "{first}");
+    let charge_id = lines[1];
+    assert!(
+        charge_id.starts_with("ch_py_"),
+        "its own key, not the curl walk-through's: {first}"
+    );
+    assert_eq!(run(), charge_id, "a second run replays without charging");
     let _ = serve.kill();
     let _ = serve.wait();
 }

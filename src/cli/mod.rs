@@ -2,6 +2,7 @@
 //! `demo`.
 
 mod audit;
+mod check;
 mod progress;
 mod serve;
 mod verify;
@@ -197,6 +198,18 @@ enum Command {
         #[arg(long, env = "OPLEDGER_CONFIG", value_name = "FILE")]
         config: PathBuf,
     },
+    /// Write a starting config file
+    ///
+    /// Writes the development default — the sample tools, one principal with every role and a
+    /// fresh token, the embedded log in ./opledger-data — as a commented file to edit; refuses
+    /// to overwrite one.
+    ///
+    /// Example: `opledger init --config opledger.toml && opledger serve --config opledger.toml`.
+    Init {
+        /// The file to write.
+        #[arg(long, value_name = "FILE", default_value = "opledger.toml")]
+        config: PathBuf,
+    },
 }
 
 /// Loads the config, or the development default.
@@ -276,7 +289,8 @@ pub fn main() -> ExitCode {
                 state_now,
             },
         ),
-        Command::Check { config } => check(&config),
+        Command::Check { config } => check::check(&config),
+        Command::Init { config } => check::init(&config),
         Command::Demo {
             agents,
             intents,
@@ -330,31 +344,6 @@ fn said_once(error: &anyhow::Error) -> String {
     text
 }
 
-/// What `check` says of the partition count: the config's, or (unset) the existing embedded
-/// log's, a new one's default, or Kafka's default that the topic must match.
-fn partitions_said(config: &Config) -> String {
-    use opledger::config::Backend;
-    if config.partitions_set {
-        return format!("{} partitions", config.partitions);
-    }
-    match &config.backend {
-        Backend::Kafka(_) => format!(
-            "{} partitions (the default; the topic must have as many)",
-            config.partitions
-        ),
-        Backend::Embedded => {
-            let dir = config.data_dir.join("log");
-            match opledger::log::embedded::EmbeddedLog::existing_partitions(&dir) {
-                Ok(Some(n)) => format!("{n} partitions (the existing log's)"),
-                _ => format!(
-                    "{} partitions for a new log (one per CPU core, at most 8)",
-                    config.partitions
-                ),
-            }
-        }
-    }
-}
-
 /// An RFC 3339 time, or a date (its midnight UTC), as milliseconds since the epoch.
 fn parse_time(text: &str) -> Result<u64, String> {
     let is_date = text.len() == 10 && text.bytes().filter(|b| *b == b'-').count() == 2;
@@ -368,41 +357,6 @@ fn parse_time(text: &str) -> Result<u64, String> {
     time.duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .map_err(|_| "the time is before 1970".to_owned())
-}
-
-fn check(path: &std::path::Path) -> anyhow::Result<()> {
-    let config = Config::load(path)?;
-    config.check_serviceable(path)?;
-    if let Some(files) = &config.tls {
-        opledger::api::tls::acceptor(files)?;
-    }
-    let mut tools: Vec<_> = config
-        .tools
-        .values()
-        .map(|t| format!("{} ({})", t.name, t.class.as_str()))
-        .collect();
-    tools.sort();
-    let log = match &config.backend {
-        opledger::config::Backend::Embedded => "embedded log".to_owned(),
-        opledger::config::Backend::Kafka(k) => format!(
-            "Kafka log on {} (topic {}, members {}, member timeout {})",
-            k.brokers,
-            k.topic,
-            k.members_topic,
-            humantime::format_duration(k.member_timeout)
-        ),
-    };
-    println!(
-        "{}: ok — {log}, data_dir {}, listen {}{}, {}, {} principals, tools: {}",
-        path.display(),
-        config.data_dir.display(),
-        config.listen,
-        if config.tls.is_some() { " (TLS)" } else { "" },
-        partitions_said(&config),
-        config.principals_by_token.len(),
-        tools.join(", ")
-    );
-    Ok(())
 }
 
 fn demo(options: opledger::demo::DemoOptions, data_dir: Option<PathBuf>) -> anyhow::Result<()> {

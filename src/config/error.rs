@@ -35,6 +35,9 @@ pub enum ConfigError {
         /// What is wrong and what is allowed.
         message: String,
     },
+    /// Several settings are wrong: each, in the order of the file's sections.
+    #[error("{} errors:\n  {}", .0.len(), .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  "))]
+    Several(Vec<ConfigError>),
 }
 
 impl ConfigError {
@@ -50,8 +53,27 @@ impl ConfigError {
         }
     }
 
+    /// `errors` as one error: the only one, or all of them (none: a bug of the caller's).
+    pub(super) fn all(errors: Vec<ConfigError>) -> Self {
+        let mut errors: Vec<ConfigError> = errors
+            .into_iter()
+            .flat_map(|e| match e {
+                ConfigError::Several(inner) => inner,
+                e => vec![e],
+            })
+            .collect();
+        match errors.len() {
+            1 => errors.remove(0),
+            _ => ConfigError::Several(errors),
+        }
+    }
+
     /// The same error, placed in `text` (the line of its setting) read from `path`.
     pub(super) fn placed(mut self, text: Option<&str>, path: Option<&std::path::Path>) -> Self {
+        if let ConfigError::Several(errors) = self {
+            let placed = errors.into_iter().map(|e| e.placed(text, path)).collect();
+            return ConfigError::Several(placed);
+        }
         if let ConfigError::Syntax { place, .. } | ConfigError::Invalid { place, .. } = &mut self {
             if let (Some(text), None, Some(at)) = (text, place.line, &place.at) {
                 place.line = locate(text, at);
@@ -249,16 +271,27 @@ pub(super) fn humane(message: &str) -> String {
         },
         None => message.to_owned(),
     };
-    let mut message = if message.starts_with("invalid ") {
-        message
+    // The value quoted before "expected" may be a token; what follows is the parser's own
+    // vocabulary (`expected `.`, `]``), kept as it is.
+    let (value, hint) = message.split_at(message.find("expected").unwrap_or(message.len()));
+    let value = if value.starts_with("invalid ") {
+        value
             .split('`')
             .enumerate()
             .map(|(i, part)| if i % 2 == 1 { "…" } else { part })
             .collect::<Vec<_>>()
             .join("`")
     } else {
-        message
+        value.to_owned()
     };
+    // One line; a table where the file has a Rust type name.
+    let mut message = format!("{value}{hint}").replace('\n', ": ");
+    if let Some(at) = message.find("expected struct Raw") {
+        let end = message[at..]
+            .find(|c: char| !c.is_alphanumeric() && c != ' ')
+            .map_or(message.len(), |n| at + n);
+        message.replace_range(at..end, "expected a table");
+    }
     for (rust, words) in [
         (
             "expected path string",
@@ -359,6 +392,15 @@ mod tests {
             "invalid type: integer `…`, expected a path in quotes, like \"opledger-data\""
         );
         assert_eq!(humane("expected u320"), "expected u320");
+        // The parser's own hints stay; a type name becomes words.
+        assert_eq!(
+            humane("invalid table header\nexpected `.`, `]`"),
+            "invalid table header: expected `.`, `]`"
+        );
+        assert_eq!(
+            humane("invalid type: integer `4`, expected struct RawLog"),
+            "invalid type: integer `…`, expected a table"
+        );
         assert_eq!(humane("unknown field `x`"), "unknown field `x`");
     }
 }

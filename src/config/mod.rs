@@ -119,21 +119,30 @@ impl Config {
         Self::validate(raw).map_err(|e| e.placed(Some(text), None))
     }
 
+    /// Validates every section, reporting every error found (a section that depends on
+    /// another — principals on tools — is checked only once what it depends on is valid).
     fn validate(raw: RawConfig) -> Result<Self, ConfigError> {
         let invalid = ConfigError::invalid;
-        let listen: SocketAddr = raw.listen.parse().map_err(|_| {
-            invalid(
-                Setting::Key("", "listen"),
-                format!(
-                    "listen = {:?} is not an address like 127.0.0.1:7070",
-                    raw.listen
-                ),
-            )
-        })?;
+        let mut errors = Vec::new();
+        fn keep<T>(errors: &mut Vec<ConfigError>, result: Result<T, ConfigError>) -> Option<T> {
+            result.map_err(|e| errors.push(e)).ok()
+        }
+        let listen: Option<SocketAddr> = keep(
+            &mut errors,
+            raw.listen.parse().map_err(|_| {
+                invalid(
+                    Setting::Key("", "listen"),
+                    format!(
+                        "listen = {:?} is not an address like 127.0.0.1:7070",
+                        raw.listen
+                    ),
+                )
+            }),
+        );
         if let Some(n) = raw.log.partitions
             && (n == 0 || n > 4096)
         {
-            return Err(invalid(
+            errors.push(invalid(
                 Setting::Key("log", "partitions"),
                 format!("[log] partitions = {n} must be between 1 and 4096"),
             ));
@@ -143,7 +152,7 @@ impl Config {
         if let Some(w) = raw.log.writer_threads
             && (w == 0 || raw.log.partitions.is_some_and(|n| w > n))
         {
-            return Err(invalid(
+            errors.push(invalid(
                 Setting::Key("log", "writer_threads"),
                 match raw.log.partitions {
                     Some(n) => {
@@ -153,45 +162,79 @@ impl Config {
                 },
             ));
         }
-        let backend = backend::validate_backend(&raw.log)?;
-        let partitions = raw.log.partitions.unwrap_or(match backend {
-            Backend::Embedded => embedded_partitions_default(),
-            Backend::Kafka(_) => PARTITIONS_DEFAULT,
-        });
-        let tools = tools::validate_tools(raw.tools)?;
-        let mcp = mcp::validate_mcp(raw.mcp)?;
-        let upstreams: Vec<&str> = mcp
-            .iter()
-            .flat_map(|m| m.upstreams.iter().map(|u| u.name.as_str()))
-            .collect();
-        let principals_by_token =
-            principals::validate_principals(raw.principals, &tools, &upstreams)?;
+        let backend = keep(&mut errors, backend::validate_backend(&raw.log));
+        let tools = keep(&mut errors, tools::validate_tools(raw.tools));
+        let mcp = keep(&mut errors, mcp::validate_mcp(raw.mcp));
+        let principals_by_token = match (&tools, &mcp) {
+            (Some(tools), Some(mcp)) => {
+                let upstreams: Vec<&str> = mcp
+                    .iter()
+                    .flat_map(|m| m.upstreams.iter().map(|u| u.name.as_str()))
+                    .collect();
+                keep(
+                    &mut errors,
+                    principals::validate_principals(raw.principals, tools, &upstreams),
+                )
+            }
+            _ => None,
+        };
         let body_bytes_max = raw.limits.body_bytes_max.unwrap_or(BODY_BYTES_MAX_DEFAULT);
         if body_bytes_max < 256 {
-            return Err(invalid(
+            errors.push(invalid(
                 Setting::Key("limits", "body_bytes_max"),
                 format!("[limits] body_bytes_max = {body_bytes_max} is too small (at least 256)"),
             ));
         }
-        let http = limits::validate_http_limits(&raw.limits)?;
-        let projection_cache_bytes = limits::projection_cache_bytes(
-            raw.limits.projection_cache_mb.unwrap_or(256),
-        )
-        .map_err(|why| {
-            let at = Setting::Key("limits", "projection_cache_mb");
-            invalid(at, format!("[limits] projection_cache_mb: {why}"))
-        })?;
+        let http = keep(&mut errors, limits::validate_http_limits(&raw.limits));
+        let projection_cache_bytes = keep(
+            &mut errors,
+            limits::projection_cache_bytes(raw.limits.projection_cache_mb.unwrap_or(256)).map_err(
+                |why| {
+                    let at = Setting::Key("limits", "projection_cache_mb");
+                    invalid(at, format!("[limits] projection_cache_mb: {why}"))
+                },
+            ),
+        );
         let tls = raw.tls.map(|t| TlsFiles {
             cert: t.cert,
             key: t.key,
         });
-        if tls.is_some() && matches!(backend, Backend::Kafka(_)) {
+        if tls.is_some() && matches!(backend, Some(Backend::Kafka(_))) {
             // Nodes of a topic ask each other on the same listener, over plain HTTP.
-            return Err(invalid(Setting::Key("tls", ""),
+            errors.push(invalid(Setting::Key("tls", ""),
                 "[tls] works on the embedded backend only: on Kafka, nodes ask each other on the listener over plain HTTP; terminate TLS in a proxy in front of each node".to_owned(),
             ));
         }
-        let recovery = recovery::validate_recovery(raw.recovery)?;
+        let recovery = keep(&mut errors, recovery::validate_recovery(raw.recovery));
+        let (
+            Some(listen),
+            Some(backend),
+            Some(tools),
+            Some(mcp),
+            Some(principals_by_token),
+            Some(http),
+            Some(projection_cache_bytes),
+            Some(recovery),
+        ) = (
+            listen,
+            backend,
+            tools,
+            mcp,
+            principals_by_token,
+            http,
+            projection_cache_bytes,
+            recovery,
+        )
+        else {
+            return Err(ConfigError::all(errors));
+        };
+        if !errors.is_empty() {
+            return Err(ConfigError::all(errors));
+        }
+        let partitions = raw.log.partitions.unwrap_or(match backend {
+            Backend::Embedded => embedded_partitions_default(),
+            Backend::Kafka(_) => PARTITIONS_DEFAULT,
+        });
         Ok(Self {
             recovery,
             data_dir: raw.data_dir,

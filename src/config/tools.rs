@@ -10,109 +10,123 @@ pub(super) fn validate_tools(
     raw: Vec<RawTool>,
 ) -> Result<HashMap<String, ToolContract>, ConfigError> {
     let mut tools = HashMap::new();
-    let mut entries = HashMap::new();
+    let mut entries = Vec::new();
+    let mut errors = Vec::new();
     for (index, t) in raw.into_iter().enumerate() {
-        let invalid = |key: &str, m: String| {
-            ConfigError::invalid(Setting::Entry("tool", index, key.to_owned()), m)
-        };
-        if t.name.is_empty()
-            || t.name.len() > 128
-            || !t
-                .name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-        {
-            return Err(invalid(
-                "name",
-                format!(
-                    "tool name {:?} must be 1-128 characters of A-Z a-z 0-9 . _ -",
-                    t.name
-                ),
-            ));
-        }
-        let mut spec = FingerprintSpec {
-            ignore: t.ignore,
-            required: t.required,
-            ..FingerprintSpec::default()
-        };
-        for (category, fields) in t.fingerprint {
-            let category: Category = category.parse().map_err(|_| {
-                invalid(&format!("fingerprint.{category}"), format!(
-                    "tool `{}`: fingerprint category {category:?} is not one of amount, recipient, target, body, other",
-                    t.name
-                ))
-            })?;
-            if category == Category::Upstream {
-                return Err(invalid(
-                    "fingerprint",
-                    format!(
-                        "tool `{}`: the `upstream` fingerprint category is filled by the server from the parent operation",
-                        t.name
-                    ),
-                ));
+        let name = t.name.clone();
+        match validate_tool(index, t) {
+            Ok(contract) => {
+                if tools.insert(name.clone(), contract).is_some() {
+                    errors.push(ConfigError::invalid(
+                        Setting::Entry("tool", index, "name".into()),
+                        format!("tool `{name}` is declared twice"),
+                    ));
+                } else {
+                    entries.push((index, name));
+                }
             }
-            spec.fields.insert(category, fields);
+            Err(e) => errors.push(e),
         }
-        spec.validate().map_err(|e| {
-            // Name the list the path is in, so the line is the right one.
-            let key = match &e {
-                FingerprintError::InvalidFieldPath { path, .. }
-                | FingerprintError::DuplicateFieldPath(path)
-                    if spec.required.contains(path) && !spec.ignore.contains(path) =>
-                {
-                    "required"
-                }
-                FingerprintError::InvalidFieldPath { path, .. }
-                | FingerprintError::DuplicateFieldPath(path)
-                    if spec.ignore.contains(path) =>
-                {
-                    "ignore"
-                }
-                _ => "fingerprint",
-            };
-            invalid(
-                key,
-                format!("tool `{}`: fingerprint, ignore or required: {e}", t.name),
-            )
-        })?;
-        let contract = ToolContract {
-            lease_ms: parse_duration_ms(&t.name, "lease", &t.lease)
-                .map_err(|m| invalid("lease", m))?,
-            retention_ms: parse_duration_ms(&t.name, "retention", &t.retention)
-                .map_err(|m| invalid("retention", m))?,
-            name: t.name.clone(),
-            class: t.class,
-            loss: t.loss,
-            status_url: t.status_url,
-            compensation: t.compensation,
-            accept_unknown_risk: t.accept_unknown_risk,
-            fingerprint: spec,
-        };
-        contract
-            .validate()
-            .map_err(|e| invalid("", e.to_string()))?;
-        if tools.insert(t.name.clone(), contract).is_some() {
-            return Err(invalid(
-                "name",
-                format!("tool `{}` is declared twice", t.name),
-            ));
-        }
-        entries.insert(t.name, index);
     }
-    for contract in tools.values() {
-        if let Some(comp) = &contract.compensation
+    // In the file's order, so that the errors are too.
+    for (index, name) in &entries {
+        if let Some(comp) = &tools[name].compensation
             && !tools.contains_key(comp)
         {
-            return Err(ConfigError::invalid(
-                Setting::Entry("tool", entries[&contract.name], "compensation".into()),
-                format!(
-                    "tool `{}`: compensation = {comp:?} names no declared tool",
-                    contract.name
-                ),
+            errors.push(ConfigError::invalid(
+                Setting::Entry("tool", *index, "compensation".into()),
+                format!("tool `{name}`: compensation = {comp:?} names no declared tool"),
             ));
         }
     }
-    Ok(tools)
+    if errors.is_empty() {
+        Ok(tools)
+    } else {
+        Err(ConfigError::all(errors))
+    }
+}
+
+/// One `[[tool]]` entry (the `index`-th) as a contract, or its first error.
+fn validate_tool(index: usize, t: RawTool) -> Result<ToolContract, ConfigError> {
+    let invalid = |key: &str, m: String| {
+        ConfigError::invalid(Setting::Entry("tool", index, key.to_owned()), m)
+    };
+    if t.name.is_empty()
+        || t.name.len() > 128
+        || !t
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    {
+        return Err(invalid(
+            "name",
+            format!(
+                "tool name {:?} must be 1-128 characters of A-Z a-z 0-9 . _ -",
+                t.name
+            ),
+        ));
+    }
+    let mut spec = FingerprintSpec {
+        ignore: t.ignore,
+        required: t.required,
+        ..FingerprintSpec::default()
+    };
+    for (category, fields) in t.fingerprint {
+        let category: Category = category.parse().map_err(|_| {
+            invalid(&format!("fingerprint.{category}"), format!(
+                "tool `{}`: fingerprint category {category:?} is not one of amount, recipient, target, body, other",
+                t.name
+            ))
+        })?;
+        if category == Category::Upstream {
+            return Err(invalid(
+                "fingerprint",
+                format!(
+                    "tool `{}`: the `upstream` fingerprint category is filled by the server from the parent operation",
+                    t.name
+                ),
+            ));
+        }
+        spec.fields.insert(category, fields);
+    }
+    spec.validate().map_err(|e| {
+        // Name the list the path is in, so the line is the right one.
+        let key = match &e {
+            FingerprintError::InvalidFieldPath { path, .. }
+            | FingerprintError::DuplicateFieldPath(path)
+                if spec.required.contains(path) && !spec.ignore.contains(path) =>
+            {
+                "required"
+            }
+            FingerprintError::InvalidFieldPath { path, .. }
+            | FingerprintError::DuplicateFieldPath(path)
+                if spec.ignore.contains(path) =>
+            {
+                "ignore"
+            }
+            _ => "fingerprint",
+        };
+        invalid(
+            key,
+            format!("tool `{}`: fingerprint, ignore or required: {e}", t.name),
+        )
+    })?;
+    let contract = ToolContract {
+        lease_ms: parse_duration_ms(&t.name, "lease", &t.lease).map_err(|m| invalid("lease", m))?,
+        retention_ms: parse_duration_ms(&t.name, "retention", &t.retention)
+            .map_err(|m| invalid("retention", m))?,
+        name: t.name.clone(),
+        class: t.class,
+        loss: t.loss,
+        status_url: t.status_url,
+        compensation: t.compensation,
+        accept_unknown_risk: t.accept_unknown_risk,
+        fingerprint: spec,
+    };
+    contract
+        .validate()
+        .map_err(|e| invalid("", e.to_string()))?;
+    Ok(contract)
 }
 
 /// A duration setting of a tool in ms, or what is wrong with it.
