@@ -85,7 +85,7 @@ pub const CONFIG_FILE: &str = "opledger.toml";
 fn demo_config_text(data_dir: &std::path::Path, sim: std::net::SocketAddr) -> String {
     format!(
         r#"
-data_dir = "{}"
+data_dir = {}
 [log]
 partitions = 4
 [recovery]
@@ -113,7 +113,8 @@ lease = "500ms"
 [tool.fingerprint]
 body = ["text"]
 "#,
-        data_dir.display()
+        // Quoted as TOML quotes it: a path may hold `"` or `\`.
+        toml::Value::String(data_dir.display().to_string())
     )
 }
 

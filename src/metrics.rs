@@ -15,7 +15,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use std::sync::{Arc, OnceLock};
+use std::collections::BTreeSet;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Claim latency buckets, in seconds: 0.5 ms to 5 s.
 const LATENCY_BUCKETS: [f64; 14] = [
@@ -40,6 +42,11 @@ struct FoldLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    tool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LatencyLabels {
     class: &'static str,
     decision: &'static str,
@@ -54,7 +61,24 @@ pub struct Metrics {
     partitions_serving: Gauge,
     partition_served: Family<PartitionLabels, Gauge>,
     fold_position: Family<FoldLabels, Gauge>,
+    queue_cases: Gauge,
+    queue_read_at: Gauge,
+    queue_depth: Family<ToolLabels, Gauge>,
+    queue_oldest: Family<ToolLabels, Gauge<f64, AtomicU64>>,
+    /// The tools shown in the queue's figures so far (a tool with no case left shows 0).
+    queue_tools: Mutex<BTreeSet<String>>,
     ownership: OnceLock<Arc<Ownership>>,
+}
+
+/// One tool's cases in the operator queue: how many, and how long the oldest has waited.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueCases {
+    /// The tool.
+    pub tool: String,
+    /// Its cases among those listed.
+    pub depth: usize,
+    /// Seconds since the oldest of them started waiting for a person.
+    pub oldest_seconds: f64,
 }
 
 impl Default for Metrics {
@@ -108,6 +132,31 @@ impl Metrics {
             "Next log offset a fold running on this node applies, by fold (arbiter) and partition",
             fold_position.clone(),
         );
+        // What an operator alerts on: cases piling up, or one waiting too long.
+        let queue_cases = Gauge::default();
+        registry.register(
+            "queue_cases",
+            "Operations waiting for a person (outcome unknown or manual) at the last read of the queue: the cluster's, the same on every node",
+            queue_cases.clone(),
+        );
+        let queue_read_at = Gauge::default();
+        registry.register(
+            "queue_read_at_seconds",
+            "When the queue was last read (Unix time): the queue figures are as of then",
+            queue_read_at.clone(),
+        );
+        let queue_depth = Family::<ToolLabels, Gauge>::default();
+        registry.register(
+            "queue_depth",
+            "Operations waiting for a person by tool, among the first 1,000 listed",
+            queue_depth.clone(),
+        );
+        let queue_oldest = Family::<ToolLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "queue_oldest_age_seconds",
+            "How long the oldest operation of each tool has waited for a person",
+            queue_oldest.clone(),
+        );
         Self {
             registry,
             outcomes,
@@ -116,6 +165,11 @@ impl Metrics {
             partitions_serving,
             partition_served,
             fold_position,
+            queue_cases,
+            queue_read_at,
+            queue_depth,
+            queue_oldest,
+            queue_tools: Mutex::default(),
             ownership: OnceLock::new(),
         }
     }
@@ -150,6 +204,36 @@ impl Metrics {
                 decision,
             })
             .observe(seconds);
+    }
+
+    /// Shows the operator queue as read at `read_at_ms`: `total` cases, and each tool's among
+    /// those listed (a tool shown before with no case left shows 0, so that no scrape sees the
+    /// figures half written).
+    pub fn show_queue(&self, total: usize, by_tool: &[QueueCases], read_at_ms: u64) {
+        let mut shown = self.queue_tools.lock().unwrap_or_else(|p| p.into_inner());
+        for tool in shown.iter() {
+            if !by_tool.iter().any(|c| &c.tool == tool) {
+                let labels = ToolLabels { tool: tool.clone() };
+                self.queue_depth.get_or_create(&labels).set(0);
+                self.queue_oldest.get_or_create(&labels).set(0.0);
+            }
+        }
+        for cases in by_tool {
+            shown.insert(cases.tool.clone());
+            let labels = ToolLabels {
+                tool: cases.tool.clone(),
+            };
+            self.queue_depth
+                .get_or_create(&labels)
+                .set(i64::try_from(cases.depth).unwrap_or(i64::MAX));
+            self.queue_oldest
+                .get_or_create(&labels)
+                .set(cases.oldest_seconds);
+        }
+        self.queue_cases
+            .set(i64::try_from(total).unwrap_or(i64::MAX));
+        self.queue_read_at
+            .set(i64::try_from(read_at_ms / 1000).unwrap_or(i64::MAX));
     }
 
     /// The Prometheus text exposition.

@@ -373,3 +373,89 @@ fn check_says_everything_at_once_and_init_writes_a_starting_file() {
         "{warned}"
     );
 }
+
+/// An operation is found by its tool and key without claiming it: nothing is appended, a key
+/// nobody claimed and another principal's are 404, bad input is the API's JSON 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operation_is_found_by_tool_and_key_without_appending() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(tmp.path());
+    let (s, claimed) = server
+        .claim(TOKEN_A, "lookup-1", charge("w1", "5.00", "c-1"))
+        .await;
+    assert_eq!(s, 201, "{claimed}");
+    let config = server.config.clone();
+    let events = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_opledger"))
+            .args(["audit", "--config"])
+            .arg(&config)
+            .output()
+            .expect("runs audit");
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        common::operation_events(&summary)
+    };
+    let lookup = |token: &'static str, tool: &'static str, key: Option<&'static str>| {
+        let mut request = server
+            .raw()
+            .get(format!("{}/v1/operations/lookup?tool={tool}", server.base))
+            .bearer_auth(token);
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        common::send(request)
+    };
+    let (s, found) = lookup(TOKEN_A, "payments.charge", Some("lookup-1")).await;
+    assert_eq!(s, 200, "{found}");
+    assert_eq!(found["operation_id"], claimed["operation_id"]);
+    assert_eq!(found["state"], "processing", "{found}");
+    let before = events();
+    for (token, tool, key, status, code) in [
+        (
+            TOKEN_A,
+            "payments.charge",
+            Some("never-claimed"),
+            404,
+            "not_found",
+        ),
+        (
+            TOKEN_B,
+            "payments.charge",
+            Some("lookup-1"),
+            404,
+            "not_found",
+        ),
+        (TOKEN_A, "payments.charge", None, 400, "missing_key"),
+        (
+            TOKEN_A,
+            "payments.charg",
+            Some("lookup-1"),
+            400,
+            "unknown_tool",
+        ),
+    ] {
+        let (s, b) = lookup(token, tool, key).await;
+        assert_eq!(
+            (s, b["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{b}"
+        );
+    }
+    let (s, b) = common::send(
+        server
+            .raw()
+            .get(format!(
+                "{}/v1/operations/lookup?tool=payments.charge&x=1",
+                server.base
+            ))
+            .bearer_auth(TOKEN_A)
+            .header("Idempotency-Key", "lookup-1"),
+    )
+    .await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (400, Some("invalid_query")),
+        "{b}"
+    );
+    server.stop();
+    assert_eq!(events(), before, "lookups append nothing");
+}

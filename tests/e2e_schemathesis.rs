@@ -203,6 +203,7 @@ values = ["{parent}", "{booking}"]
 
 [parameters]
 "body.tool" = {{ dictionary = "tools", probability = 1.0 }}
+"query.tool" = {{ dictionary = "tools", probability = 1.0 }}
 "body.parent" = {{ dictionary = "parents", probability = 1.0 }}
 # Half the time: random ids still test the 404s.
 "path.id" = {{ dictionary = "operations", probability = 0.5 }}

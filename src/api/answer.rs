@@ -195,7 +195,7 @@ pub fn reconciliation_item(record: &OperationRecord) -> Value {
     };
     let why = match cause {
         Some(UnknownCause::LeaseLapsed) => {
-            "the executor's lease lapsed without a report, and another claim arrived"
+            "the executor's lease lapsed without a report (it may have crashed or be stuck)"
         }
         Some(UnknownCause::HolderReported) => {
             "the executor reported that it does not know whether the call took effect"

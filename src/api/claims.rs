@@ -1,5 +1,5 @@
-//! The agent's way in: claiming an operation, reading one, and claiming the compensation of a
-//! completed one.
+//! The agent's way in: claiming an operation, reading one (by id, or by tool and key), and
+//! claiming the compensation of a completed one.
 
 use super::answer::{render_answer, render_record};
 use super::error::ApiError;
@@ -7,7 +7,8 @@ use super::request::{PathId, agent_json, operation_id};
 use super::{ApiState, auth};
 use crate::ledger::{ClaimInput, Claimed};
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -29,23 +30,7 @@ pub(super) async fn claim(
     body: Body,
 ) -> Result<Response, ApiError> {
     let (principal, body): (_, ClaimBody) = agent_json(&state, &headers, body).await?;
-    let mut keys = headers.get_all("idempotency-key").iter();
-    let key = match (keys.next(), keys.next()) {
-        // A proxy keeping the last and a server keeping the first would name two operations.
-        (Some(_), Some(_)) => {
-            return Err(ApiError::bad_request(
-                "duplicate_key",
-                "send exactly one Idempotency-Key header; this request has several",
-            ));
-        }
-        (Some(v), None) => Some(v.to_str().map_err(|_| {
-            ApiError::bad_request(
-                "invalid_key",
-                "the Idempotency-Key has a character outside visible ASCII (0x21-0x7E)",
-            )
-        })?),
-        (None, _) => None,
-    };
+    let key = idempotency_key(&headers)?;
     let claimed = state
         .ledger
         .claim(
@@ -71,6 +56,50 @@ pub(super) async fn claim(
             .into_response(),
         Claimed::Decided(answer) => render_answer(&principal, &answer),
     })
+}
+
+/// The request's one `Idempotency-Key`, if it has one.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let mut keys = headers.get_all("idempotency-key").iter();
+    match (keys.next(), keys.next()) {
+        // A proxy keeping the last and a server keeping the first would name two operations.
+        (Some(_), Some(_)) => Err(ApiError::bad_request(
+            "duplicate_key",
+            "send exactly one Idempotency-Key header; this request has several",
+        )),
+        (Some(v), None) => v.to_str().map(Some).map_err(|_| {
+            ApiError::bad_request(
+                "invalid_key",
+                "the Idempotency-Key has a character outside visible ASCII (0x21-0x7E)",
+            )
+        }),
+        (None, _) => Ok(None),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LookupQuery {
+    tool: String,
+}
+
+/// `GET /v1/operations/lookup?tool=…` with the key in `Idempotency-Key`: the caller's
+/// operation, found as a claim would address it, with nothing appended.
+pub(super) async fn lookup(
+    State(state): State<Arc<ApiState>>,
+    query: Result<Query<LookupQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let principal = auth::authenticate(&state.principals, &headers)?;
+    let Ok(Query(query)) = query else {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            "give the tool, and only the tool, in the query: ?tool=NAME",
+        ));
+    };
+    let key = idempotency_key(&headers)?.ok_or(crate::ledger::LedgerError::MissingKey)?;
+    let record = state.ledger.lookup(&principal, &query.tool, key).await?;
+    Ok(render_record(&principal, &record))
 }
 
 pub(super) async fn read(

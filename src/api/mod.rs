@@ -23,7 +23,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use claims::{claim, compensate, read};
+use claims::{claim, compensate, lookup, read};
 use error::ApiError;
 use operator::{reconciliation, reload, resolve, take_over};
 use reports::{complete, fail, heartbeat, unknown};
@@ -66,6 +66,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/v1/operations", post(claim))
+        .route("/v1/operations/lookup", get(lookup))
         .route("/v1/operations/{id}", get(read))
         .route("/v1/operations/{id}/history", get(history::history))
         .route("/v1/operations/{id}/heartbeat", post(heartbeat))

@@ -2,6 +2,7 @@
 //! and warnings for values that parse but make no sense) and `init` (a starting file).
 
 use opledger::config::Config;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Longest lease that is not a mistake: a dead executor holds its key this long.
@@ -120,9 +121,11 @@ pub fn init(path: &Path) -> anyhow::Result<()> {
     // The file must be what `serve` accepts.
     Config::parse(&text)
         .map_err(|e| anyhow::anyhow!("the starting config does not validate: {e}"))?;
+    // It holds a token: readable by its owner only.
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
+        .mode(0o600)
         .open(path)
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::AlreadyExists => anyhow::anyhow!(

@@ -366,9 +366,10 @@ fn demo(options: opledger::demo::DemoOptions, data_dir: Option<PathBuf>) -> anyh
         std::env::temp_dir().join(format!("opledger-demo-{}", uuid::Uuid::new_v4().simple()))
     });
     // Its counts would mix with the earlier run's, and its writes with another node's.
-    if dir.join("log").exists() || dir.join("projection").exists() {
+    let config = dir.join(opledger::demo::CONFIG_FILE);
+    if dir.join("log").exists() || dir.join("projection").exists() || config.exists() {
         anyhow::bail!(
-            "{} already holds a ledger (an earlier demo's, or a node's): the demo's counts would mix with it. Pass a new or empty --data-dir",
+            "{} already holds a ledger or a config (an earlier demo's, or a node's): the demo would mix with it or overwrite it. Pass a new or empty --data-dir",
             dir.display()
         );
     }
@@ -391,7 +392,6 @@ fn demo(options: opledger::demo::DemoOptions, data_dir: Option<PathBuf>) -> anyh
     let report = report?;
     println!("{}", opledger::demo::render(&report));
     if !temporary {
-        let config = dir.join(opledger::demo::CONFIG_FILE);
         println!(
             "The demo's ledger is kept in {}. Its cases sent to an operator:\n  opledger export --config {} --state-now manual",
             dir.display(),

@@ -35,7 +35,8 @@ pub enum ConfigError {
         /// What is wrong and what is allowed.
         message: String,
     },
-    /// Several settings are wrong: each, in the order of the file's sections.
+    /// Several settings are wrong: each, in the order the sections are checked (listen, log,
+    /// tools, MCP, principals, limits, TLS, recovery).
     #[error("{} errors:\n  {}", .0.len(), .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  "))]
     Several(Vec<ConfigError>),
 }

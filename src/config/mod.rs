@@ -149,7 +149,10 @@ impl Config {
         }
         // Without `partitions`, an existing log's own count is known only when it is opened,
         // which checks the bound then.
+        // Against a partition count that is itself wrong, one error is enough.
+        let partitions_valid = raw.log.partitions.is_none_or(|n| (1..=4096).contains(&n));
         if let Some(w) = raw.log.writer_threads
+            && partitions_valid
             && (w == 0 || raw.log.partitions.is_some_and(|n| w > n))
         {
             errors.push(invalid(

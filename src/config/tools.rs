@@ -12,6 +12,8 @@ pub(super) fn validate_tools(
     let mut tools = HashMap::new();
     let mut entries = Vec::new();
     let mut errors = Vec::new();
+    // A compensation may name a tool whose own entry is wrong: that one error is enough.
+    let declared: std::collections::HashSet<String> = raw.iter().map(|t| t.name.clone()).collect();
     for (index, t) in raw.into_iter().enumerate() {
         let name = t.name.clone();
         match validate_tool(index, t) {
@@ -31,7 +33,7 @@ pub(super) fn validate_tools(
     // In the file's order, so that the errors are too.
     for (index, name) in &entries {
         if let Some(comp) = &tools[name].compensation
-            && !tools.contains_key(comp)
+            && !declared.contains(comp)
         {
             errors.push(ConfigError::invalid(
                 Setting::Entry("tool", *index, "compensation".into()),

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 /// Why nobody knows whether an operation's side effect happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum UnknownCause {
-    /// The executor's lease lapsed and another claim arrived (R15: not proof of anything).
+    /// The executor's lease lapsed without a report — noticed by a claim, recovery, an
+    /// operator or its deadline (not proof of anything).
     LeaseLapsed,
     /// The executor said it does not know.
     HolderReported,

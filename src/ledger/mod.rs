@@ -10,6 +10,7 @@
 mod compensate;
 mod error;
 mod fingerprints;
+mod lookup;
 mod requests;
 
 pub use error::LedgerError;

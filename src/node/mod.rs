@@ -9,6 +9,7 @@
 mod faults;
 mod open;
 pub mod open_files;
+pub mod queue;
 mod rebuild;
 
 pub use open::{embedded_options, kafka_options, open_log, projection_for_reading};
@@ -253,6 +254,8 @@ impl Node {
         if let Some(recovery) = &recovery {
             tasks.push(tokio::spawn(recovery.clone().run(stopped.clone())));
         }
+        let queue = queue::refresh(ledger.clone(), metrics.clone(), stopped.clone());
+        tasks.push(tokio::spawn(queue));
         Ok(Self {
             ledger,
             metrics,

@@ -81,51 +81,42 @@ def test_the_readme_examples_run(server: Server) -> None:
     blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:3]]
     quick_start, context_manager = blocks
     assert 'token="dev-..."' in quick_start and "http://127.0.0.1:7070" in quick_start
+    # As pasted: only the address and the token a reader fills in.
     quick_start = quick_start.replace("http://127.0.0.1:7070", server.base).replace(
         '"dev-..."', repr(TOKEN_A)
     )
-    charges: List[str] = []
-
-    class Provider:
-        def charge(self, amount: str, idempotency_key: str) -> Any:
-            charges.append(idempotency_key)
-            return types.SimpleNamespace(id=f"ch-{len(charges)}")
-
     printed: List[Any] = []
-    namespace: Dict[str, Any] = {"provider": Provider(), "print": printed.append}
+    namespace: Dict[str, Any] = {"print": printed.append}
     exec(compile(quick_start, "README.md", "exec"), namespace)
-    assert printed == [Result("ch-1", 200, {})]
-    assert namespace["charge"]("42", "10.50") == printed[0]
-    # The context manager's example uses the same key: a replay.
+    assert len(printed) == 2 and printed[0] == "charging 10.50 EUR", printed
+    charge_id = printed[1]
+    assert charge_id.startswith("ch_py_"), printed
+    assert namespace["charge"]("42", "10.50").resource_ref == charge_id
+    assert len(printed) == 2, "a retry replays without charging"
+    # The context manager's example: an intent of its own, executed once.
     exec(compile(context_manager, "README.md", "exec"), namespace)
-    assert namespace["result"] == printed[0]
-    assert len(charges) == 1
+    assert namespace["result"].resource_ref.startswith("ch_py_")
+    assert printed[2:] == ["charging 10.50 EUR"], printed
     namespace["ledger"].close()
 
 
 def test_the_projects_readme_quick_start_runs(server: Server) -> None:
     readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     block = readme.split("```python\n")[1].split("```", 1)[0]
-    for pasted in ('token="dev-..."', "http://127.0.0.1:7070", 'f"order-{order}-charge"'):
+    for pasted in ('token="dev-..."', "http://127.0.0.1:7070", 'f"py-order-{order}-charge"'):
         assert pasted in block, pasted
-    # Its own keys, so that another test's charge of order 42 is not replayed here.
+    # Its own keys, so that the client README's charge of order 42 is not replayed here.
     block = (
         block.replace("http://127.0.0.1:7070", server.base)
         .replace('"dev-..."', repr(TOKEN_A))
-        .replace('f"order-{order}-charge"', 'f"top-readme-{order}-charge"')
+        .replace('f"py-order-{order}-charge"', 'f"top-readme-{order}-charge"')
     )
-    charges: List[str] = []
-
-    class Provider:
-        def charge(self, amount: str, idempotency_key: str) -> Any:
-            charges.append(idempotency_key)
-            return types.SimpleNamespace(id=f"ch-{len(charges)}")
-
-    namespace: Dict[str, Any] = {"provider": Provider()}
+    printed: List[Any] = []
+    namespace: Dict[str, Any] = {"print": printed.append}
     exec(compile(block, "README.md", "exec"), namespace)
-    assert len(charges) == 1
+    assert len(printed) == 2 and printed[0].startswith("charging"), printed
     again = namespace["charge"]("42", "10.50")
-    assert again.resource_ref == "ch-1" and len(charges) == 1, (again, charges)
+    assert again.resource_ref == printed[1] and len(printed) == 2, (again, printed)
     namespace["ledger"].close()
 
 
@@ -578,3 +569,33 @@ def test_no_token_key_or_request_value_reaches_a_log_or_an_exception(
     assert "OutcomeUnknown" in everything and "Conflict" in everything  # the flow went where meant
     for secret in (TOKEN_A, secret_key, value):
         assert secret not in everything
+
+
+def test_an_operation_is_found_by_tool_and_key_and_an_operator_settles_it(client: Client, key: Callable[[str], str]) -> None:
+    k = key("operator-flow")
+    claim = client.claim("tickets.create", k, TICKET, holder="w1")
+    assert claim.decision == "execute"
+    found = client.lookup("tickets.create", k)
+    assert (found.operation_id, found.state) == (claim.operation_id, "processing")
+    with pytest.raises(ApiError) as missing:
+        client.lookup("tickets.create", key("never-claimed"))
+    assert (missing.value.status, missing.value.code) == (404, "not_found")
+
+    # Unknown for a tool nobody can query: it goes to a person, and shows in the queue.
+    assert client.unknown(claim.operation_id, "w1").state == "manual"
+    queued = [item["operation_id"] for item in client.queue()["items"]]
+    assert claim.operation_id in queued
+    taken = client.take_over(claim.operation_id)
+    assert taken.taken_over_by == "agent-a", taken
+    resolved = client.resolve(claim.operation_id, Result("TCK-7", 201))
+    assert resolved.state == "completed"
+    assert resolved.result is not None and resolved.result.resource_ref == "TCK-7"
+    assert client.lookup("tickets.create", k).state == "completed"
+    history = client.history(claim.operation_id)
+    types_seen = [event["type"] for event in history["events"]]
+    assert types_seen[0] == "claimed" and "resolved" in types_seen, types_seen
+
+    # tickets.create declares no compensation here: the call is made, and refused as such.
+    with pytest.raises(ApiError) as refused:
+        client.compensate(claim.operation_id, "w2", {"reason": "undo"})
+    assert refused.value.code == "no_compensation"

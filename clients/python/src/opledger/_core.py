@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from ._transport import Response, Transport
 from ._version import __version__
@@ -287,6 +287,39 @@ class Base:
             body["expected_version"] = expected_version
         return self._call("POST", op_path(operation_id, action), body)
 
+    def _lookup_call(self, tool: str, key: str) -> Call:
+        check_header_value(key, "Idempotency-Key")
+        query = urlencode({"tool": tool})
+        return self._call("GET", f"/v1/operations/lookup?{query}", None, {"Idempotency-Key": key})
+
+    def _take_over_call(self, operation_id: str, expected_version: Optional[int]) -> Call:
+        body: Dict[str, Any] = {}
+        if expected_version is not None:
+            body["expected_version"] = expected_version
+        return self._call("POST", op_path(operation_id, "takeover"), body)
+
+    def _resolve_call(
+        self,
+        operation_id: str,
+        result: Optional[Result],
+        expected_version: Optional[int],
+    ) -> Call:
+        body: Dict[str, Any] = {"outcome": "not_executed" if result is None else "completed"}
+        if result is not None:
+            if result.status is None:
+                raise ValueError("a resolved result needs its status")
+            found: Dict[str, Any] = {"resource_ref": result.resource_ref, "status": result.status}
+            if result.headers:
+                found["headers"] = dict(result.headers)
+            body["result"] = found
+        if expected_version is not None:
+            body["expected_version"] = expected_version
+        return self._call("POST", op_path(operation_id, "resolve"), body)
+
+    def _compensate_call(self, operation_id: str, holder: str, request: Mapping[str, Any]) -> Call:
+        body = {"holder": holder, "request": dict(request)}
+        return self._call("POST", op_path(operation_id, "compensate"), body)
+
     # -- answers -----------------------------------------------------------------------
 
     def _interpret(
@@ -389,6 +422,10 @@ class Base:
     @staticmethod
     def _operation_of(answer: Answer) -> Operation:
         return parse_operation(answer.body)
+
+    @staticmethod
+    def _json_of(answer: Answer) -> Dict[str, Any]:
+        return dict(answer.body)
 
 
 def settle(claim: Claim) -> Optional[Result]:

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import functools
 import inspect
-from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Optional
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Mapping, Optional
 
 from ._core import Answer, Base, Call, KeySource, Waiter, default_holder, log, log_wait, op_path, settle
 from ._transport import TRANSPORT_ERRORS, Response
@@ -76,6 +76,31 @@ class AsyncClient(Base):
 
     async def get(self, operation_id: str) -> Operation:
         return self._operation_of(await self._send(self._call("GET", op_path(operation_id))))
+
+    async def lookup(self, tool: str, key: str) -> Operation:
+        return self._operation_of(await self._send(self._lookup_call(tool, key)))
+
+    async def queue(self) -> Dict[str, Any]:
+        return self._json_of(await self._send(self._call("GET", "/v1/reconciliation")))
+
+    async def take_over(self, operation_id: str, expected_version: Optional[int] = None) -> Report:
+        call = self._take_over_call(operation_id, expected_version)
+        return self._report_of(call, await self._send(call))
+
+    async def resolve(
+        self,
+        operation_id: str,
+        result: Optional[Result] = None,
+        expected_version: Optional[int] = None,
+    ) -> Report:
+        call = self._resolve_call(operation_id, result, expected_version)
+        return self._report_of(call, await self._send(call))
+
+    async def compensate(self, operation_id: str, holder: str, request: Mapping[str, Any]) -> Claim:
+        return self._claim_of(await self._send(self._compensate_call(operation_id, holder, request)))
+
+    async def history(self, operation_id: str) -> Dict[str, Any]:
+        return self._json_of(await self._send(self._call("GET", op_path(operation_id, "history"))))
 
     async def aclose(self) -> None:
         self._transport.close()

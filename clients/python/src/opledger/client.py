@@ -101,6 +101,43 @@ class Client(Base):
         """``GET /v1/operations/{id}`` (the principal's own operations only; 404 otherwise)."""
         return self._operation_of(self._send(self._call("GET", op_path(operation_id))))
 
+    def lookup(self, tool: str, key: str) -> Operation:
+        """The principal's operation of ``tool`` under ``key``, found without claiming it
+        (nothing is appended); :class:`ApiError` ``not_found`` if nobody claimed it."""
+        return self._operation_of(self._send(self._lookup_call(tool, key)))
+
+    # -- operators and auditors ---------------------------------------------------------
+
+    def queue(self) -> Dict[str, Any]:
+        """The reconciliation queue (operator role): ``items`` (each with its guidance),
+        ``count``, ``total``, ``truncated``."""
+        return self._json_of(self._send(self._call("GET", "/v1/reconciliation")))
+
+    def take_over(self, operation_id: str, expected_version: Optional[int] = None) -> Report:
+        """Take an operation over (operator role): automation stops touching it."""
+        call = self._take_over_call(operation_id, expected_version)
+        return self._report_of(call, self._send(call))
+
+    def resolve(
+        self,
+        operation_id: str,
+        result: Optional[Result] = None,
+        expected_version: Optional[int] = None,
+    ) -> Report:
+        """Settle an operation taken over (operator role): ``result`` is what the external
+        system shows was done (completed), ``None`` that it was not executed."""
+        call = self._resolve_call(operation_id, result, expected_version)
+        return self._report_of(call, self._send(call))
+
+    def compensate(self, operation_id: str, holder: str, request: Mapping[str, Any]) -> Claim:
+        """Claim the compensation of a completed operation: an operation of its own, answered
+        as a claim is (``execute``: run the compensating tool with its id, then report)."""
+        return self._claim_of(self._send(self._compensate_call(operation_id, holder, request)))
+
+    def history(self, operation_id: str) -> Dict[str, Any]:
+        """Every event of an operation, decoded and redacted (auditor role; any principal's)."""
+        return self._json_of(self._send(self._call("GET", op_path(operation_id, "history"))))
+
     def close(self) -> None:
         self._transport.close()
 
