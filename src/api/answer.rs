@@ -5,7 +5,6 @@
 //! operation completed, without the result.
 
 use crate::config::Principal;
-use crate::core::contract::LossLevel;
 use crate::core::decision::{Decision, Rejection};
 use crate::core::operation::{OpState, OperationRecord, QueryResult, ReleaseCause, UnknownCause};
 use crate::partition::Answer;
@@ -235,10 +234,7 @@ pub fn reconciliation_item(record: &OperationRecord) -> Value {
          if you are sure it did not happen (the key is then released for a retry).",
         tool = record.tool,
         class = record.terms.class.as_str(),
-        loss = match record.terms.loss {
-            LossLevel::Low => "low",
-            LossLevel::High => "high",
-        },
+        loss = record.terms.loss.as_str(),
     );
     json!({
         "operation_id": id.to_string(),

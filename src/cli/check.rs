@@ -51,15 +51,11 @@ pub fn check(path: &std::path::Path) -> anyhow::Result<()> {
 /// A tool's full terms, on one line.
 fn terms(tool: &opledger::core::contract::ToolContract) -> String {
     let categories: Vec<&str> = tool.fingerprint.fields.keys().map(|c| c.as_str()).collect();
-    let duration = |ms: u64| humantime::format_duration(std::time::Duration::from_millis(ms));
     format!(
         "{}: class {}, loss {}, lease {}, retention {}, status query {}, compensation {}, fingerprint {}",
         tool.name,
         tool.class.as_str(),
-        match tool.loss {
-            opledger::core::contract::LossLevel::Low => "low",
-            opledger::core::contract::LossLevel::High => "high",
-        },
+        tool.loss.as_str(),
         duration(tool.lease_ms),
         duration(tool.retention_ms),
         if tool.status_url.is_some() {
@@ -76,9 +72,13 @@ fn terms(tool: &opledger::core::contract::ToolContract) -> String {
     )
 }
 
+/// A duration in ms as the config writes it.
+fn duration(ms: u64) -> humantime::FormattedDuration {
+    humantime::format_duration(std::time::Duration::from_millis(ms))
+}
+
 /// Values that parse but are almost surely mistakes.
 fn warnings(tool: &opledger::core::contract::ToolContract) -> Vec<String> {
-    let duration = |ms: u64| humantime::format_duration(std::time::Duration::from_millis(ms));
     let mut found = Vec::new();
     if tool.lease_ms > LEASE_SENSIBLE_MAX_MS {
         found.push(format!(

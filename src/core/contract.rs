@@ -40,6 +40,16 @@ pub enum LossLevel {
     High,
 }
 
+impl LossLevel {
+    /// The stable lower-case name used in config and answers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Low => "low",
+            Self::High => "high",
+        }
+    }
+}
+
 /// What the ledger does when nobody knows whether a recorded operation's side effect happened:
 /// its holder reported `unknown`, or its lease lapsed and someone else asks to execute it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -166,6 +176,14 @@ impl ContractTerms {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn loss_levels_are_named_as_the_config_spells_them() {
+        for loss in [super::LossLevel::Low, super::LossLevel::High] {
+            let spelled = serde_json::to_value(loss).expect("serialises");
+            assert_eq!(spelled, loss.as_str());
+        }
+    }
+
     use super::*;
 
     fn terms(class: ToolClass, loss: LossLevel, queryable: bool, risk: bool) -> ContractTerms {

@@ -61,15 +61,7 @@ impl SimLog {
 
     /// Resolves once an fsync failed.
     pub async fn until_failed(&self) {
-        loop {
-            let failing = self.failing.notified();
-            tokio::pin!(failing);
-            failing.as_mut().enable();
-            if self.failed() {
-                return;
-            }
-            failing.await;
-        }
+        until(&self.failing, || self.failed()).await;
     }
 
     /// The process is killed: nothing it still runs appends any more.
@@ -176,14 +168,20 @@ impl Crashes {
 
     /// Resolves once there was a crash after `seen`.
     pub async fn after(&self, seen: u64) {
-        loop {
-            let crashed = self.crashed.notified();
-            tokio::pin!(crashed);
-            crashed.as_mut().enable();
-            if self.seen() > seen {
-                return;
-            }
-            crashed.await;
+        until(&self.crashed, || self.seen() > seen).await;
+    }
+}
+
+/// Resolves once `done` holds, woken by `notify` (registered before each look, so a change in
+/// between still wakes it).
+async fn until(notify: &tokio::sync::Notify, done: impl Fn() -> bool) {
+    loop {
+        let notified = notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if done() {
+            return;
         }
+        notified.await;
     }
 }
