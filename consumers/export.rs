@@ -182,6 +182,8 @@ async fn export_partition<L: EventLog>(
                 "principal": after.as_ref().map(|r| r.principal.clone()),
                 "decision": applied.decision.code(),
                 "state": after.as_ref().map(|r| r.state.name()),
+                // Why this event sent its operation to a person, if it did.
+                "moved_to_manual": applied.moved_to_manual.map(|c| c.as_str()),
                 "version": after.as_ref().map(|r| r.version),
                 "event": event::redacted_fields(&envelope.body),
             });

@@ -15,7 +15,7 @@ use crate::partition::history::{HISTORY_BYTES_MAX, HISTORY_EVENTS_MAX, ReadError
 use crate::partition::replay::ReplayError;
 use crate::partition::{History, HistoryEvent, Progress};
 use crate::projection::memory::MemoryStore;
-use crate::projection::{Position, ProjectionError, ProjectionStore};
+use crate::projection::{HistoryEntry, Position, ProjectionError, ProjectionStore};
 
 /// Why an operation's history could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -153,7 +153,7 @@ async fn scanned<L: EventLog>(
             events.push(HistoryEvent {
                 offset: event.offset,
                 at_ms: logged.timestamp_ms,
-                decision: event.decision.to_owned(),
+                decision: HistoryEntry::code(event.decision, event.moved_to_manual).into_owned(),
                 payload: logged.payload.to_vec(),
             });
         }

@@ -104,6 +104,82 @@ async fn an_operator_takes_over_and_resolves_what_nobody_else_can() {
     let (_, queue) = server.get(TOKEN_A, "/v1/reconciliation").await;
     assert_eq!(queue["count"], 0, "{queue}");
 
+    // The move to a person is an entry of its own in the history, with its reason, right
+    // after the report that caused it; the takeover and the claims while manual moved nothing.
+    let (s, history) = server
+        .get(TOKEN_A, &format!("/v1/operations/{id}/history"))
+        .await;
+    assert_eq!(s, 200, "{history}");
+    let seen: Vec<(&str, &str)> = history["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| (e["type"].as_str().unwrap(), e["decision"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("claimed", "execute"),
+            ("unknown_reported", "accepted"),
+            ("moved_to_manual", "manual"),
+            ("resolved", "rejected"),
+            ("taken_over", "accepted"),
+            ("completed", "rejected"),
+            ("claimed", "manual"),
+            ("resolved", "accepted"),
+            ("claimed", "replay"),
+        ],
+        "{history}"
+    );
+    let events = history["events"].as_array().expect("events");
+    let moved = &events[2];
+    assert_eq!(moved["reason"], "holder_reported", "{moved}");
+    assert_eq!(moved["derived"], true);
+    assert_eq!(
+        moved["offset"], events[1]["offset"],
+        "the report's own offset"
+    );
+    assert!(
+        moved["explanation"]
+            .as_str()
+            .is_some_and(|e| e.contains("does not know")),
+        "{moved}"
+    );
+    assert_eq!(history["count"], events.len() - 1, "count is of log events");
+    // Offline (the partition folded, since the node holds the projection): the same.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .args(["history", "--config"])
+        .arg(&server.config)
+        .arg(&id)
+        .output()
+        .expect("runs history");
+    let offline: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(offline, history);
+    // `export` marks the same event.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .args(["export", "--config"])
+        .arg(&server.config)
+        .output()
+        .expect("runs export");
+    let marked: Vec<(u64, String)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+        .filter(|e| e["operation_id"] == id.as_str() && !e["moved_to_manual"].is_null())
+        .map(|e| {
+            (
+                e["offset"].as_u64().unwrap(),
+                e["moved_to_manual"].to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        marked,
+        [(
+            events[1]["offset"].as_u64().unwrap(),
+            "\"holder_reported\"".to_owned()
+        )]
+    );
+
     // Not executed: the key is released and the agent may run it again under the same id.
     let other = unknown_message(&server, "msg-2").await;
     server

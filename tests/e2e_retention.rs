@@ -14,6 +14,15 @@ class = "keyed"
 loss = "high"
 lease = "30s"
 retention = "1500ms"
+compensation = "short.refund"
+[tool.fingerprint]
+amount = ["amount"]
+
+[[tool]]
+name = "short.refund"
+class = "keyed"
+loss = "high"
+lease = "30s"
 [tool.fingerprint]
 amount = ["amount"]
 
@@ -83,6 +92,33 @@ async fn settled_operations_expire_after_retention_and_unknown_ones_never_do() {
         "the cached result is gone: {now}"
     );
     expires(&server, &declined).await;
+
+    // Its result is gone, so it cannot be compensated through the ledger: refused with a reason
+    // of its own, not as if it were still running, and nothing is appended.
+    let events = server.cli_json("audit")["events"].clone();
+    let (s, b) = server
+        .post(
+            TOKEN_A,
+            &format!("/v1/operations/{done}/compensate"),
+            json!({"holder": "r1", "request": {"amount": "5.00"}}),
+        )
+        .await;
+    assert_eq!(
+        (
+            s,
+            b["error"]["code"].as_str(),
+            b["error"]["retriable"].as_bool()
+        ),
+        (409, Some("original_expired"), Some(false)),
+        "{b}"
+    );
+    assert!(
+        b["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("by hand")),
+        "{b}"
+    );
+    assert_eq!(server.cli_json("audit")["events"], events);
 
     // After retention the key is spent: a new intent takes a new key (executing under this one
     // would give the external system the old operation id).

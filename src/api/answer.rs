@@ -192,22 +192,10 @@ pub fn reconciliation_item(record: &OperationRecord) -> Value {
         OpState::Manual { cause, operator } => (Some(*cause), operator.clone()),
         _ => (None, None),
     };
-    let why = match cause {
-        Some(UnknownCause::LeaseLapsed) => {
-            "the executor's lease lapsed without a report (it may have crashed or be stuck)"
-        }
-        Some(UnknownCause::HolderReported) => {
-            "the executor reported that it does not know whether the call took effect"
-        }
-        Some(UnknownCause::EvidenceMismatch) => {
-            "the external system reported the effect, but its key fields differ from the intent"
-        }
-        Some(UnknownCause::ResourceChanged) => {
-            "a compensation was requested, but the external resource changed since the original \
-             completed; decide whether compensating is still right"
-        }
-        None => "it is no longer waiting for a person",
-    };
+    let why = cause.map_or(
+        "it is no longer waiting for a person",
+        UnknownCause::explanation,
+    );
     let categories: Vec<&str> = record
         .fingerprint
         .reported_categories()

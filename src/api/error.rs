@@ -82,6 +82,7 @@ impl From<LedgerError> for ApiError {
             E::NoCompensation => (StatusCode::CONFLICT, "no_compensation"),
             E::OriginalNotSettled => (StatusCode::CONFLICT, "original_not_settled"),
             E::NothingToCompensate => (StatusCode::CONFLICT, "nothing_to_compensate"),
+            E::OriginalExpired => (StatusCode::CONFLICT, "original_expired"),
         };
         if status.is_server_error() {
             tracing::error!(code, error = %e, "request failed");
@@ -143,6 +144,7 @@ mod tests {
                 409,
                 "nothing_to_compensate",
             ),
+            (LedgerError::OriginalExpired, 409, "original_expired"),
         ];
         // Exhaustive: a new error does not compile here until it is pinned above.
         let listed = |e: &LedgerError| match e {
@@ -162,7 +164,8 @@ mod tests {
             | LedgerError::Misrouted(_)
             | LedgerError::NoCompensation
             | LedgerError::OriginalNotSettled
-            | LedgerError::NothingToCompensate => 17,
+            | LedgerError::NothingToCompensate
+            | LedgerError::OriginalExpired => 18,
         };
         assert_eq!(
             pinned.len(),

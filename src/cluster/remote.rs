@@ -471,6 +471,7 @@ mod tests {
             offset,
             decision,
             creates: offset == 0,
+            moved_to_manual: None,
         };
         let changes = Changes {
             records: vec![record.clone()],

@@ -15,7 +15,7 @@ impl Ledger {
     /// Requests the compensation of a completed operation: an operation of its own, with a
     /// key derived from the original's, the compensating tool's contract and fingerprint (the
     /// original's result reference included), executed through the same claim protocol.
-    /// Refused while the original is not settled. If the original's tool can be queried and
+    /// Refused while the original is not settled, and once it expired. If the original's tool can be queried and
     /// reports a different resource version than at completion, a person decides instead of
     /// automation.
     pub async fn compensate(
@@ -47,6 +47,7 @@ impl Ledger {
             OpState::Failed { .. } | OpState::Released { .. } => {
                 return Err(LedgerError::NothingToCompensate);
             }
+            OpState::Expired { .. } => return Err(LedgerError::OriginalExpired),
             _ => return Err(LedgerError::OriginalNotSettled),
         };
         let scope = original.scope.derived("compensation");

@@ -68,6 +68,12 @@ pub enum LedgerError {
         "the original operation has not finished; its outcome must be settled before compensating"
     )]
     OriginalNotSettled,
+    /// The original's retention lapsed: its result, which the compensation works from, is
+    /// gone.
+    #[error(
+        "the original operation expired (its retention lapsed) and its result is gone, so it cannot be compensated through the ledger; undo it in the external system by hand"
+    )]
+    OriginalExpired,
     /// The original definitely failed: there is nothing to compensate.
     #[error("the original operation failed; there is nothing to compensate")]
     NothingToCompensate,

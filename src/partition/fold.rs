@@ -13,7 +13,7 @@ use crate::core::decision::Decision;
 use crate::core::event::{self, EventBody, LoggedEvent, ReplyTo};
 use crate::core::key::{OperationId, ScopedHash};
 use crate::core::machine::RULES_VERSION;
-use crate::core::operation::{OpState, OperationRecord};
+use crate::core::operation::{OpState, OperationRecord, UnknownCause};
 use crate::core::outcome::{OutcomeKind, classify};
 use crate::core::partition::PartitionState;
 use crate::log::model::LogRecord;
@@ -94,6 +94,9 @@ pub struct Applied {
     pub record: Option<OperationRecord>,
     /// What it meant, if it counts for metrics.
     pub observed: Option<Observed>,
+    /// Why it sent its operation to a person, if it did (the operation is `manual` after it
+    /// and was not before).
+    pub moved_to_manual: Option<UnknownCause>,
 }
 
 /// A folded batch: what to commit, and what each event decided.
@@ -248,6 +251,8 @@ pub fn fold_batch(
         };
         // Every event of an operation that exists after it, refused ones too: an auditor
         // reading one operation's history wants its conflicting and late attempts as well.
+        let moved_to_manual =
+            after.and_then(|r| r.state.moved_to_manual(current.as_ref().map(|c| &c.state)));
         if let Some(r) = after
             && deadlines == Deadlines::Indexed
         {
@@ -256,6 +261,7 @@ pub fn fold_batch(
                 offset,
                 decision: outcome.decision.code(),
                 creates: current.is_none(),
+                moved_to_manual,
             });
         }
         tracing::debug!(
@@ -290,6 +296,7 @@ pub fn fold_batch(
                 None
             },
             observed,
+            moved_to_manual,
         });
     }
     let mut changes = Changes::default();

@@ -6,7 +6,7 @@
 use crate::core::event;
 use crate::core::operation::OperationRecord;
 use crate::log::model::{EventLog, LogError, Offset, partition_for};
-use crate::projection::{ProjectionError, ProjectionStore};
+use crate::projection::{HistoryEntry, ProjectionError, ProjectionStore};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -71,7 +71,7 @@ pub async fn read_indexed<L: EventLog>(
         events.push(HistoryEvent {
             offset: logged.offset,
             at_ms: logged.timestamp_ms,
-            decision: entry.decision,
+            decision: HistoryEntry::code(&entry.decision, entry.moved_to_manual).into_owned(),
             payload: logged.payload.to_vec(),
         });
     }
@@ -91,7 +91,8 @@ pub struct HistoryEvent {
     pub offset: u64,
     /// Log time (ms since the epoch).
     pub at_ms: u64,
-    /// The code of the decision it got.
+    /// The code of the decision it got, and the move to `manual` it caused, if it did (as
+    /// [`HistoryEntry::code`] writes them).
     pub decision: String,
     /// The event as stored: schema version and body.
     pub payload: Vec<u8>,
@@ -111,10 +112,14 @@ pub struct History {
 }
 
 impl History {
-    /// What auditors read: the operation and its events, oldest first.
+    /// What auditors read: the operation and its events, oldest first. An event that sent
+    /// the operation to a person is followed by an entry of its own, `moved_to_manual`, with
+    /// the reason: the state machine moved it while it decided that event, so the entry has
+    /// the event's offset and time and is marked `derived` (the log holds the cause, not a
+    /// second record of it).
     pub fn to_json(&self) -> Value {
         let record = &self.record;
-        let events: Vec<Value> = self.events.iter().map(HistoryEvent::to_json).collect();
+        let events: Vec<Value> = self.events.iter().flat_map(HistoryEvent::to_json).collect();
         json!({
             "operation_id": record.id.to_string(),
             "partition": self.partition,
@@ -122,7 +127,7 @@ impl History {
             "principal": record.principal,
             "state": record.state.name(),
             "version": record.version,
-            "count": events.len(),
+            "count": self.events.len(),
             "truncated": self.truncated,
             "events": events,
         })
@@ -130,28 +135,44 @@ impl History {
 }
 
 impl HistoryEvent {
-    /// One event: where, when, what it was, what it got, and its own fields, redacted.
-    pub fn to_json(&self) -> Value {
+    /// One event: where, when, what it was, what it got, and its own fields, redacted; and
+    /// its move to `manual`, if it caused one, as an entry of its own after it.
+    pub fn to_json(&self) -> Vec<Value> {
         let at = humantime::format_rfc3339_millis(
             std::time::UNIX_EPOCH + std::time::Duration::from_millis(self.at_ms),
         )
         .to_string();
-        match event::decode(&self.payload) {
+        // A code this build cannot read (a newer node's cause) is shown as it came.
+        let (decision, moved) =
+            HistoryEntry::parse_code(&self.decision).unwrap_or((&self.decision, None));
+        let mut entries = vec![match event::decode(&self.payload) {
             Ok((envelope, version)) => json!({
                 "offset": self.offset,
                 "at": at,
                 "schema_version": version,
                 "type": envelope.body.type_name(),
-                "decision": self.decision,
+                "decision": decision,
                 "event": event::redacted_fields(&envelope.body),
             }),
             // The arbiter decoded it to decide it; a build that cannot is older than the log.
             Err(error) => json!({
                 "offset": self.offset,
                 "at": at,
-                "decision": self.decision,
+                "decision": decision,
                 "error": error.to_string(),
             }),
+        }];
+        if let Some(cause) = moved {
+            entries.push(json!({
+                "offset": self.offset,
+                "at": at,
+                "type": "moved_to_manual",
+                "derived": true,
+                "decision": "manual",
+                "reason": cause.as_str(),
+                "explanation": cause.explanation(),
+            }));
         }
+        entries
     }
 }

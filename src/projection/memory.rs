@@ -103,7 +103,7 @@ impl ProjectionStore for MemoryStore {
             changes
                 .events
                 .iter()
-                .map(|e| ((e.id, e.offset), e.decision)),
+                .map(|e| ((e.id, e.offset), (e.decision, e.moved_to_manual))),
         );
         maps.positions.insert(partition, position);
         Box::pin(std::future::ready(Ok(())))

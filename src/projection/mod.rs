@@ -38,8 +38,9 @@ pub mod sled;
 
 use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::key::OperationId;
-use crate::core::operation::OperationRecord;
+use crate::core::operation::{OperationRecord, UnknownCause};
 use crate::core::partition::PartitionState;
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -102,28 +103,61 @@ pub struct EventRef {
     /// Whether the event created the operation: nothing of it was stored before, so a store
     /// that keeps history beside the record has none to carry over.
     pub creates: bool,
+    /// Why the event sent the operation to a person, if it did.
+    pub moved_to_manual: Option<UnknownCause>,
 }
 
 /// An entry of an operation's history, as the index holds it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HistoryEntry {
     /// The event's offset in the operation's partition.
     pub offset: u64,
     /// The code of the decision it got.
     pub decision: String,
+    /// Why the event sent the operation to a person, if it did.
+    pub moved_to_manual: Option<UnknownCause>,
 }
 
-/// History entries in memory, by operation and offset, each with its decision's code.
-pub(crate) type HistoryMap = std::collections::BTreeMap<(OperationId, u64), &'static str>;
+/// Separates a decision's code from the cause of a move to `manual` in a history code.
+const MOVED_TO_MANUAL: &str = ";moved_to_manual=";
+
+impl HistoryEntry {
+    /// The entry's code as stores and peers carry it: the decision's code, followed by
+    /// `;moved_to_manual=<cause>` when the event sent the operation to a person (so stores and
+    /// peer messages that hold one short text per event keep their format).
+    pub fn code(decision: &str, moved_to_manual: Option<UnknownCause>) -> Cow<'_, str> {
+        match moved_to_manual {
+            None => Cow::Borrowed(decision),
+            Some(cause) => Cow::Owned(format!("{decision}{MOVED_TO_MANUAL}{}", cause.as_str())),
+        }
+    }
+
+    /// The decision's code and the move to `manual` a [`code`](Self::code) holds; `None` if it
+    /// names a cause this build does not know.
+    pub fn parse_code(code: &str) -> Option<(&str, Option<UnknownCause>)> {
+        match code.split_once(MOVED_TO_MANUAL) {
+            None => Some((code, None)),
+            Some((decision, cause)) => Some((decision, Some(UnknownCause::from_name(cause)?))),
+        }
+    }
+}
+
+/// History entries in memory, by operation and offset, each with its decision's code and its
+/// move to `manual`.
+pub(crate) type HistoryMap =
+    std::collections::BTreeMap<(OperationId, u64), (&'static str, Option<UnknownCause>)>;
 
 /// The first `limit` entries of `id` in `map`, oldest first.
 pub(crate) fn history_in(map: &HistoryMap, id: &OperationId, limit: usize) -> Vec<HistoryEntry> {
     map.range((*id, 0)..=(*id, u64::MAX))
         .take(limit)
-        .map(|(&(_, offset), decision)| HistoryEntry {
-            offset,
-            decision: (*decision).to_owned(),
-        })
+        .map(
+            |(&(_, offset), &(decision, moved_to_manual))| HistoryEntry {
+                offset,
+                decision: decision.to_owned(),
+                moved_to_manual,
+            },
+        )
         .collect()
 }
 

@@ -259,7 +259,7 @@ async fn work(run: &Run, me: usize, intent: &Intent, rng: &mut Rng, how: How) {
                 return run.breach(format!("{} was not recorded", intent.tool));
             }
             // The original expired (short retention) after it was read completed.
-            Err(NoAnswer::Refused(LedgerError::OriginalNotSettled))
+            Err(NoAnswer::Refused(LedgerError::OriginalExpired))
                 if matches!(how, How::Compensate(_)) =>
             {
                 return;

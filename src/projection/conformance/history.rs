@@ -3,8 +3,8 @@
 
 use super::{position, record};
 use crate::core::key::OperationId;
-use crate::core::operation::OperationRecord;
-use crate::projection::{Changes, EventRef, ProjectionStore};
+use crate::core::operation::{OperationRecord, UnknownCause};
+use crate::projection::{Changes, EventRef, HistoryEntry, ProjectionStore};
 
 /// An operation's events are listed by offset, oldest first, whatever order and commits they
 /// came in; a limit takes the oldest; other operations' events never show.
@@ -22,6 +22,7 @@ pub async fn check_history(store: &dyn ProjectionStore) {
                     "execute"
                 },
                 creates: false,
+                moved_to_manual: None,
             })
             .collect(),
         ..Changes::default()
@@ -59,6 +60,7 @@ pub async fn check_history_beside_records(store: &dyn ProjectionStore) {
         offset,
         decision: if creates { "execute" } else { "conflict" },
         creates,
+        moved_to_manual: None,
     };
     let (a, b, c) = (record(1, 1), record(2, 1), record(3, 2));
     // `c` is created and changed again within one commit.
@@ -142,4 +144,63 @@ pub async fn check_history_beside_records(store: &dyn ProjectionStore) {
 fn offsets(store: &dyn ProjectionStore, id: &OperationId, limit: usize) -> Vec<u64> {
     let history = store.history(id, limit).expect("reads");
     history.into_iter().map(|e| e.offset).collect()
+}
+
+/// An event that sent its operation to a person keeps that, with its cause, beside its
+/// decision: whether it rewrote the record (the entry rides in the record's value) or not, past
+/// the entries a value holds, before and after a flush.
+pub async fn check_history_moves_to_manual(store: &dyn ProjectionStore) {
+    let a = record(1, 1);
+    let event = |offset: u64, decision: &'static str, moved_to_manual| EventRef {
+        id: a.id,
+        offset,
+        decision,
+        creates: offset == 0,
+        moved_to_manual,
+    };
+    let entry = |offset: u64, decision: &str, moved_to_manual| HistoryEntry {
+        offset,
+        decision: decision.into(),
+        moved_to_manual,
+    };
+    let mut expected = Vec::new();
+    let mut next = 0u64;
+    // Every cause, with the record rewritten and without, and a long run of plain events in
+    // between so later ones lie past what a record's value holds.
+    for (round, cause) in UnknownCause::ALL.into_iter().enumerate() {
+        let rewrites = round % 2 == 0;
+        let mut events = Vec::new();
+        for _ in 0..20 {
+            events.push(event(next, "conflict", None));
+            expected.push(entry(next, "conflict", None));
+            next += 1;
+        }
+        events.push(event(next, "manual", Some(cause)));
+        expected.push(entry(next, "manual", Some(cause)));
+        next += 1;
+        let changes = Changes {
+            records: if rewrites {
+                vec![record(1, 2 + round as u64)]
+            } else {
+                vec![]
+            },
+            events,
+            ..Changes::default()
+        };
+        store
+            .commit(0, position(next), changes)
+            .await
+            .expect("commits");
+        assert_eq!(
+            store.history(&a.id, 1000).expect("reads"),
+            expected,
+            "before a flush, round {round}"
+        );
+        store.flush().expect("flushes");
+        assert_eq!(
+            store.history(&a.id, 1000).expect("reads"),
+            expected,
+            "after a flush, round {round}"
+        );
+    }
 }

@@ -4,7 +4,7 @@
 
 mod history;
 
-pub use history::{check_history, check_history_beside_records};
+pub use history::{check_history, check_history_beside_records, check_history_moves_to_manual};
 
 use super::{
     Changes, DeadlineChange, Due, EventRef, HistoryEntry, Position, ProjectionStore, QueueChange,
@@ -13,7 +13,7 @@ use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
 use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::fingerprint::{FINGERPRINT_VERSION, Fingerprint};
 use crate::core::key::{OperationId, ScopedHash};
-use crate::core::operation::{OpState, OperationRecord};
+use crate::core::operation::{OpState, OperationRecord, UnknownCause};
 use crate::core::partition::PartitionState;
 
 /// A record of operation `n`, created at `n` ms, at `version`.
@@ -126,6 +126,7 @@ pub async fn run_all<S: ProjectionStore>(fresh: impl Fn() -> S) {
     check_deadlines(&fresh()).await;
     check_history(&fresh()).await;
     check_history_beside_records(&fresh()).await;
+    check_history_moves_to_manual(&fresh()).await;
     check_concurrent_partitions(fresh()).await;
 }
 
@@ -332,6 +333,7 @@ pub async fn check_restart<S: ProjectionStore>(open: impl Fn() -> S, close: impl
             offset: 8,
             decision: "conflict",
             creates: false,
+            moved_to_manual: Some(UnknownCause::HolderReported),
         }],
         ..Changes::default()
     };
@@ -349,7 +351,8 @@ pub async fn check_restart<S: ProjectionStore>(open: impl Fn() -> S, close: impl
         history,
         vec![HistoryEntry {
             offset: 8,
-            decision: "conflict".into()
+            decision: "conflict".into(),
+            moved_to_manual: Some(UnknownCause::HolderReported),
         }]
     );
     assert_eq!(store.queue(1, 10, 10).expect("reads").items, vec![a]);

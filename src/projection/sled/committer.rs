@@ -227,6 +227,7 @@ impl<'a> Writes<'a> {
                 let event = NewEvent {
                     decision: e.decision,
                     creates: e.creates,
+                    moved_to_manual: e.moved_to_manual,
                 };
                 ((e.id, e.offset), event)
             }));

@@ -18,7 +18,7 @@ use super::layout::{
     push_history, record_key, split_value,
 };
 use crate::core::key::OperationId;
-use crate::core::operation::OperationRecord;
+use crate::core::operation::{OperationRecord, UnknownCause};
 use crate::projection::{HistoryEntry, ProjectionError};
 use std::collections::BTreeMap;
 
@@ -29,6 +29,15 @@ pub(super) struct NewEvent {
     pub(super) decision: &'static str,
     /// Whether the event created the operation (nothing was stored of it before).
     pub(super) creates: bool,
+    /// Why it sent the operation to a person, if it did.
+    pub(super) moved_to_manual: Option<UnknownCause>,
+}
+
+impl NewEvent {
+    /// Its code as stored (see [`HistoryEntry::code`]).
+    fn code(&self) -> std::borrow::Cow<'static, str> {
+        HistoryEntry::code(self.decision, self.moved_to_manual)
+    }
 }
 
 /// What a write group changes of one operation.
@@ -62,7 +71,7 @@ fn write_one(db: &sled::Db, id: &OperationId, t: &Touched<'_>) -> Result<(), Pro
     let Some(record) = t.record else {
         // The record stays as it was: no rewrite of its value for the entries.
         for (offset, e) in &t.events {
-            db.insert(&event_key(id, *offset)[..], e.decision.as_bytes())?;
+            db.insert(&event_key(id, *offset)[..], e.code().as_bytes())?;
         }
         return Ok(());
     };
@@ -79,15 +88,15 @@ fn write_one(db: &sled::Db, id: &OperationId, t: &Touched<'_>) -> Result<(), Pro
     let mut spilled = Vec::new();
     for &(offset, e) in &t.events {
         if inline < HISTORY_INLINE_MAX {
-            push_history(&mut history, offset, e.decision);
+            push_history(&mut history, offset, &e.code());
             inline += 1;
         } else {
-            spilled.push((offset, e.decision));
+            spilled.push((offset, e.code()));
         }
     }
     db.insert(&key[..], encode_value(record, &history))?;
-    for (offset, decision) in spilled {
-        db.insert(&event_key(id, offset)[..], decision.as_bytes())?;
+    for (offset, code) in spilled {
+        db.insert(&event_key(id, offset)[..], code.as_bytes())?;
     }
     Ok(())
 }
@@ -121,8 +130,16 @@ pub(super) fn read(
     entries.sort_unstable_by_key(|(offset, _)| *offset);
     entries.dedup_by_key(|(offset, _)| *offset);
     entries.truncate(limit);
-    Ok(entries
+    entries
         .into_iter()
-        .map(|(offset, decision)| HistoryEntry { offset, decision })
-        .collect())
+        .map(|(offset, code)| {
+            let (decision, moved_to_manual) = HistoryEntry::parse_code(&code)
+                .ok_or_else(|| corrupt("names a cause this build does not know"))?;
+            Ok(HistoryEntry {
+                offset,
+                decision: decision.to_owned(),
+                moved_to_manual,
+            })
+        })
+        .collect()
 }

@@ -346,18 +346,12 @@ impl ProjectionStore for SledStore {
     ) -> Result<Vec<HistoryEntry>, ProjectionError> {
         // The overlay first: an entry leaves it only once sled holds it.
         let pending = self.committer.pending().events(id, limit);
-        let mut entries: std::collections::BTreeMap<u64, String> = pending
-            .into_iter()
-            .map(|e| (e.offset, e.decision))
-            .collect();
+        let mut entries: std::collections::BTreeMap<u64, HistoryEntry> =
+            pending.into_iter().map(|e| (e.offset, e)).collect();
         for e in history::read(&self.db, id, limit)? {
-            entries.insert(e.offset, e.decision);
+            entries.insert(e.offset, e);
         }
-        Ok(entries
-            .into_iter()
-            .take(limit)
-            .map(|(offset, decision)| HistoryEntry { offset, decision })
-            .collect())
+        Ok(entries.into_values().take(limit).collect())
     }
 
     /// Every record once all commits so far are in sled.

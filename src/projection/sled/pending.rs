@@ -157,7 +157,7 @@ impl Pending {
             changes
                 .events
                 .iter()
-                .map(|e| ((e.id, e.offset), e.decision)),
+                .map(|e| ((e.id, e.offset), (e.decision, e.moved_to_manual))),
         );
         overlay.positions.insert(partition, (seq, position));
         Ok(())

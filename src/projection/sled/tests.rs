@@ -168,6 +168,7 @@ pub(super) fn event(r: &OperationRecord, offset: u64) -> crate::projection::Even
         offset,
         decision: "execute",
         creates: false,
+        moved_to_manual: None,
     }
 }
 
