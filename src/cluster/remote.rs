@@ -468,6 +468,7 @@ mod tests {
         // Offsets 0 and 2 are this operation's; 1 is listed for nobody.
         let event = |offset, decision| EventRef {
             id: record.id,
+            at_ms: record.created_at_ms,
             offset,
             decision,
             creates: offset == 0,

@@ -260,6 +260,7 @@ pub fn fold_batch(
                 id: r.id,
                 offset,
                 decision: outcome.decision.code(),
+                at_ms: logged.at_ms,
                 creates: current.is_none(),
                 moved_to_manual,
             });

@@ -3,6 +3,7 @@
 //! maps ([`MemoryStore::reopen`]).
 
 use super::digest_keys::DigestMap;
+use super::listing::{ListFilter, ListPosition, ListSlice, walk};
 use super::{
     Changes, Due, HistoryEntry, HistoryMap, Position, ProjectionError, ProjectionStore, QueueSlice,
     history_in,
@@ -27,6 +28,8 @@ struct Maps {
     deadlines: BTreeMap<(u32, DeadlineKind, u64, OperationId), u64>,
     /// (id, offset) → decision.
     events: HistoryMap,
+    /// (partition, creation time, id): the creation index.
+    created: BTreeSet<(u32, u64, OperationId)>,
 }
 
 /// A projection store in memory.
@@ -99,6 +102,9 @@ impl ProjectionStore for MemoryStore {
                 maps.deadlines.insert(entry(change.id, to), change.lease_ms);
             }
         }
+        for e in changes.events.iter().filter(|e| e.creates) {
+            maps.created.insert((partition, e.at_ms, e.id));
+        }
         maps.events.extend(
             changes
                 .events
@@ -153,6 +159,28 @@ impl ProjectionStore for MemoryStore {
                 lease_ms,
             })
             .collect())
+    }
+
+    fn listed(
+        &self,
+        partition: u32,
+        filter: &ListFilter,
+        limit: usize,
+        examine_max: usize,
+    ) -> Result<ListSlice, ProjectionError> {
+        let maps = self.maps();
+        let below = filter
+            .before
+            .map_or((partition, u64::MAX, OperationId([0xff; 16])), |b| {
+                (partition, b.created_at_ms, b.id)
+            });
+        let places = maps
+            .created
+            .range((partition, 0, OperationId([0; 16]))..below)
+            .rev()
+            .map(|&(_, created_at_ms, id)| Ok(ListPosition { created_at_ms, id }));
+        let get = |id: &OperationId| Ok(maps.records.get(id).map(|r| (**r).clone()));
+        walk(places, get, filter, limit, examine_max)
     }
 
     fn history(

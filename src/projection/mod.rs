@@ -17,6 +17,9 @@
 //!   first (then by id), whatever order they were added in.
 //! * **The history index is ordered.** An operation's events are listed by offset, oldest
 //!   first, from the index alone (no scan of the log or the projection).
+//! * **The creation index is ordered.** A partition's operations are listed newest first (by
+//!   creation time, then id), read through an index of creation times, never a scan of every
+//!   record; a listing stops at a limit of matches or of places examined and says where.
 //! * **The deadline index is ordered.** A partition's deadlines of one kind are found earliest
 //!   first, reading only the entries that are due — a timer table, as TigerBeetle and Restate
 //!   keep one, so the time to find them does not grow with the history.
@@ -29,6 +32,7 @@
 #[cfg(any(test, feature = "test-support"))]
 pub mod conformance;
 pub(crate) mod digest_keys;
+pub mod listing;
 // `audit` folds into memory in production too; only tests see the store itself.
 #[cfg(any(test, feature = "test-support"))]
 pub mod memory;
@@ -100,6 +104,9 @@ pub struct EventRef {
     pub offset: u64,
     /// The code of the decision the event got (`execute`, `replay`, `conflict`, …).
     pub decision: &'static str,
+    /// The event's log time as folded (for an event that creates its operation, the
+    /// operation's creation time).
+    pub at_ms: u64,
     /// Whether the event created the operation: nothing of it was stored before, so a store
     /// that keeps history beside the record has none to carry over.
     pub creates: bool,
@@ -252,6 +259,17 @@ pub trait ProjectionStore: Send + Sync + 'static {
         limit: usize,
         count_max: usize,
     ) -> Result<QueueSlice, ProjectionError>;
+
+    /// `partition`'s operations that `filter` keeps, newest first (creation time, then id,
+    /// both descending): at most `limit`, examining at most `examine_max` places of the
+    /// creation index (see [`listing::walk`]).
+    fn listed(
+        &self,
+        partition: u32,
+        filter: &listing::ListFilter,
+        limit: usize,
+        examine_max: usize,
+    ) -> Result<listing::ListSlice, ProjectionError>;
 
     /// The entries of `partition`'s deadline index of `kind` due at or before `until_ms`,
     /// earliest first (then by id), at most `limit` of them. Reads only those entries, however

@@ -15,6 +15,7 @@ pub async fn check_history(store: &dyn ProjectionStore) {
             .iter()
             .map(|(r, offset)| EventRef {
                 id: r.id,
+                at_ms: r.created_at_ms,
                 offset: *offset,
                 decision: if *offset % 2 == 0 {
                     "replay"
@@ -57,6 +58,7 @@ pub async fn check_history(store: &dyn ProjectionStore) {
 pub async fn check_history_beside_records(store: &dyn ProjectionStore) {
     let event = |r: &OperationRecord, offset: u64, creates: bool| EventRef {
         id: r.id,
+        at_ms: r.created_at_ms,
         offset,
         decision: if creates { "execute" } else { "conflict" },
         creates,
@@ -153,6 +155,7 @@ pub async fn check_history_moves_to_manual(store: &dyn ProjectionStore) {
     let a = record(1, 1);
     let event = |offset: u64, decision: &'static str, moved_to_manual| EventRef {
         id: a.id,
+        at_ms: a.created_at_ms,
         offset,
         decision,
         creates: offset == 0,

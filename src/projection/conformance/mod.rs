@@ -3,8 +3,10 @@
 //! previous handle is dropped first, after `close` has been called on it).
 
 mod history;
+mod listing;
 
 pub use history::{check_history, check_history_beside_records, check_history_moves_to_manual};
+pub use listing::check_listing;
 
 use super::{
     Changes, DeadlineChange, Due, EventRef, HistoryEntry, Position, ProjectionStore, QueueChange,
@@ -127,6 +129,7 @@ pub async fn run_all<S: ProjectionStore>(fresh: impl Fn() -> S) {
     check_history(&fresh()).await;
     check_history_beside_records(&fresh()).await;
     check_history_moves_to_manual(&fresh()).await;
+    check_listing(&fresh()).await;
     check_concurrent_partitions(fresh()).await;
 }
 
@@ -330,6 +333,7 @@ pub async fn check_restart<S: ProjectionStore>(open: impl Fn() -> S, close: impl
         queue: vec![queued(&a, true)],
         events: vec![EventRef {
             id: a.id,
+            at_ms: a.created_at_ms,
             offset: 8,
             decision: "conflict",
             creates: false,

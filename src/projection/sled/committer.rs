@@ -19,7 +19,8 @@
 use super::deadline_chunks::Chunks;
 use super::history::{NewEvent, write_records};
 use super::layout::{applied_key, encode_position, queue_key};
-use super::pending::{Commit, PENDING_ENTRIES_MAX, Pending};
+use super::listing;
+use super::pending::{Commit, PENDING_ENTRIES_MAX, Pending, created_by};
 use crate::core::deadline::Deadline;
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
@@ -204,6 +205,8 @@ struct Writes<'a> {
     positions: BTreeMap<u32, Position>,
     /// History entries by (id, offset): written once, never changed.
     events: BTreeMap<(OperationId, u64), NewEvent>,
+    /// Operations created, by (partition, creation time): the creation index's new entries.
+    created: BTreeMap<(u32, u64), Vec<OperationId>>,
 }
 
 impl<'a> Writes<'a> {
@@ -231,6 +234,12 @@ impl<'a> Writes<'a> {
                 };
                 ((e.id, e.offset), event)
             }));
+            for (created_at_ms, id) in created_by(&c.events) {
+                w.created
+                    .entry((c.partition, created_at_ms))
+                    .or_default()
+                    .push(id);
+            }
             w.positions.insert(c.partition, c.position);
         }
         w
@@ -274,6 +283,7 @@ fn write(db: &sled::Db, w: &Writes<'_>) -> Result<(), ProjectionError> {
         }
     }
     chunks.write()?;
+    listing::write(db, &w.created)?;
     for (&partition, position) in &w.positions {
         db.insert(&applied_key(partition)[..], &encode_position(position)[..])?;
     }

@@ -13,6 +13,7 @@ const PREFIX_QUEUE: u8 = b'q';
 const PREFIX_APPLIED: u8 = b'a';
 const PREFIX_DEADLINE: u8 = b't';
 const PREFIX_EVENT: u8 = b'e';
+pub(super) const PREFIX_CREATED: u8 = b'c';
 pub(super) const META_FORMAT: &[u8] = b"mformat";
 pub(super) const META_LOG_ID: &[u8] = b"mlog_id";
 pub(super) const META_PARTITIONS: &[u8] = b"mpartitions";
@@ -52,6 +53,23 @@ pub(super) fn queue_prefix(partition: u32) -> [u8; 5] {
     key[0] = PREFIX_QUEUE;
     key[1..].copy_from_slice(&partition.to_be_bytes());
     key
+}
+
+/// The key of a creation-index entry: partition, creation time, and the lowest id it holds.
+pub(super) fn created_key(partition: u32, created_at_ms: u64, first: &OperationId) -> [u8; 29] {
+    let mut key = [0u8; 29];
+    key[0] = PREFIX_CREATED;
+    key[1..5].copy_from_slice(&partition.to_be_bytes());
+    key[5..13].copy_from_slice(&created_at_ms.to_be_bytes());
+    key[13..].copy_from_slice(&first.0);
+    key
+}
+
+/// The partition and creation time of a creation-index key.
+pub(super) fn decode_created_key(key: &[u8]) -> Option<(u32, u64)> {
+    let key: &[u8; 29] = key.try_into().ok()?;
+    let partition = u32::from_be_bytes(key[1..5].try_into().ok()?);
+    Some((partition, u64::from_be_bytes(key[5..13].try_into().ok()?)))
 }
 
 pub(super) fn queue_key(partition: u32, change: &QueueChange) -> [u8; 29] {

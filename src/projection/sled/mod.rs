@@ -18,6 +18,7 @@
 //! | `q` + partition (u32 BE) + created (u64 BE) + id (16) | empty: in the operator queue (manual), oldest first |
 //! | `t` + partition (u32 BE) + kind (1) + due (u64 BE) + id (16) | up to 256 entries due then, each an id (16) and its lease length (u64 LE), ascending by id, none below the key's: the deadline index, earliest first |
 //! | `e` + id (16) + offset (u64 BE)                      | the decision's code: the history entries not in the record's value |
+//! | `c` + partition (u32 BE) + created (u64 BE) + id (16) | the ids (16 each, ascending) a write group created then: the creation index, for listings (`listing.rs`) |
 //! | `m` + name                                           | metadata: format, log id, partitions    |
 //!
 //! sled 0.34 is beta software with corruption reports after `kill -9`; nothing here is the source
@@ -30,9 +31,11 @@ mod deadline_chunks;
 mod directory;
 mod history;
 mod layout;
+mod listing;
 mod pending;
 mod reading;
 
+use super::listing::{ListFilter, ListSlice};
 use super::{Changes, Due, HistoryEntry, Position, ProjectionError, ProjectionStore, QueueSlice};
 use crate::core::deadline::DeadlineKind;
 use crate::core::key::OperationId;
@@ -65,7 +68,8 @@ use std::sync::Arc;
 /// 9: a completed operation's result may carry its content (event schema version 3).
 /// 10: a record's value carries its first history entries; the deadline index is chunked.
 /// 11: each deadline-index entry carries its operation's lease length (24-byte entries).
-pub const PROJECTION_FORMAT: u16 = 11;
+/// 12: the creation index exists; history entries mark an event's move to `manual`.
+pub const PROJECTION_FORMAT: u16 = 12;
 
 /// Entries a bulk handle ([`SledStore::bulk`]) writes to sled per sorted pass (its overlay
 /// holds up to twice as many, some hundreds of bytes each): larger passes insert faster, at the
@@ -337,6 +341,25 @@ impl ProjectionStore for SledStore {
         self.committer
             .pending()
             .due(partition, kind, until_ms, limit, scan_sled)
+    }
+
+    fn listed(
+        &self,
+        partition: u32,
+        filter: &ListFilter,
+        limit: usize,
+        examine_max: usize,
+    ) -> Result<ListSlice, ProjectionError> {
+        let pending = self.committer.pending();
+        let get = |id: &OperationId| self.get(id);
+        listing::listed(
+            &self.db,
+            pending,
+            partition,
+            filter,
+            (limit, examine_max),
+            get,
+        )
     }
 
     fn history(

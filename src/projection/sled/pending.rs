@@ -17,7 +17,7 @@ use crate::projection::{
     Changes, DeadlineChange, Due, EventRef, HistoryEntry, HistoryMap, Position, ProjectionError,
     QueueChange, history_in,
 };
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tokio::sync::Semaphore;
 
@@ -72,6 +72,9 @@ struct Overlay {
     /// History entries (id, offset) → decision not yet in sled; they never change, so an
     /// entry goes once the commit that added it is written.
     events: HistoryMap,
+    /// Creation-index entries (partition, creation time, id) not yet in sled; they never
+    /// change either.
+    created: BTreeSet<(u32, u64, OperationId)>,
 }
 
 /// What a range read of sled must take from the overlay instead: the ids the overlay decides,
@@ -159,6 +162,9 @@ impl Pending {
                 .iter()
                 .map(|e| ((e.id, e.offset), (e.decision, e.moved_to_manual))),
         );
+        for (created_at_ms, id) in created_by(&changes.events) {
+            overlay.created.insert((partition, created_at_ms, id));
+        }
         overlay.positions.insert(partition, (seq, position));
         Ok(())
     }
@@ -209,6 +215,9 @@ impl Pending {
             }
             for e in &c.events {
                 overlay.events.remove(&(e.id, e.offset));
+            }
+            for (created_at_ms, id) in created_by(&c.events) {
+                overlay.created.remove(&(c.partition, created_at_ms, id));
             }
             if overlay
                 .positions
@@ -268,6 +277,22 @@ impl Pending {
         history_in(&self.lock().events, id, limit)
     }
 
+    /// The partition's creation-index entries sled may not hold yet, below `below`, newest
+    /// first. Read before sled, as [`events`](Self::events) is.
+    pub(super) fn created(
+        &self,
+        partition: u32,
+        below: (u64, OperationId),
+    ) -> Vec<(u64, OperationId)> {
+        let overlay = self.lock();
+        overlay
+            .created
+            .range((partition, 0, OperationId([0; 16]))..(partition, below.0, below.1))
+            .rev()
+            .map(|&(_, created_at_ms, id)| (created_at_ms, id))
+            .collect()
+    }
+
     /// The position as last committed, if sled may not hold it yet.
     pub(super) fn position(&self, partition: u32) -> Option<Position> {
         self.lock().positions.get(&partition).map(|(_, p)| *p)
@@ -322,6 +347,11 @@ impl Pending {
         due.truncate(limit);
         Ok(due)
     }
+}
+
+/// The (creation time, id) of each operation that `events` created.
+pub(super) fn created_by(events: &[EventRef]) -> impl Iterator<Item = (u64, OperationId)> + '_ {
+    events.iter().filter(|e| e.creates).map(|e| (e.at_ms, e.id))
 }
 
 impl Overlay {

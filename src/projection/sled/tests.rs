@@ -165,6 +165,7 @@ fn lease(
 pub(super) fn event(r: &OperationRecord, offset: u64) -> crate::projection::EventRef {
     crate::projection::EventRef {
         id: r.id,
+        at_ms: r.created_at_ms,
         offset,
         decision: "execute",
         creates: false,
