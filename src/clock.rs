@@ -13,6 +13,28 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// A time as a person writes it — RFC 3339 (any offset), or a date (its midnight UTC) — as
+/// milliseconds since the epoch (the `--since` of `export`, the `since` of a listing). A time
+/// before 1970 reads as the epoch: as a bound, it is "from the beginning".
+pub fn parse_time(text: &str) -> Result<u64, String> {
+    use time::format_description::well_known::Rfc3339;
+    let date = time::macros::format_description!("[year]-[month]-[day]");
+    let at = if let Ok(day) = time::Date::parse(text, date) {
+        day.midnight().assume_utc()
+    } else if let Ok(at) = time::OffsetDateTime::parse(text, &Rfc3339) {
+        at
+    } else {
+        // What `humantime` reads besides (a space for the `T`, no zone: UTC).
+        let at = humantime::parse_rfc3339_weak(text).map_err(|e| {
+            format!("{e}; expected RFC 3339 or a date, e.g. 2026-12-01T00:00:00Z or 2026-12-01")
+        })?;
+        return Ok(at
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64));
+    };
+    Ok(u64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(0))
+}
+
 /// Wall time for the shell. Readings never go backwards.
 pub trait Clock: Send + Sync + 'static {
     /// Milliseconds since the Unix epoch; never less than an earlier reading of this clock.
@@ -153,6 +175,24 @@ pub mod conformance {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn times_read_as_people_write_them() {
+        let day = 1_764_979_200_000; // 2025-12-06T00:00:00Z
+        assert_eq!(parse_time("2025-12-06"), Ok(day));
+        assert_eq!(parse_time("2025-12-06T00:00:00Z"), Ok(day));
+        assert_eq!(parse_time("2025-12-06T01:00:00.5+01:00"), Ok(day + 500));
+        assert_eq!(parse_time("2025-12-06 00:00:01"), Ok(day + 1000));
+        assert_eq!(
+            parse_time("1900-01-01"),
+            Ok(0),
+            "before 1970: from the beginning"
+        );
+        for bad in ["yesterday", "2025-13-01", "2025-02-30", ""] {
+            let e = parse_time(bad).expect_err(bad);
+            assert!(e.contains("expected RFC 3339 or a date"), "{bad}: {e}");
+        }
+    }
     use super::*;
 
     #[test]

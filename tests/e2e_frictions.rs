@@ -14,8 +14,9 @@ async fn wrong_methods_roles_and_times_read_as_the_rest_of_the_api() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let server = Server::start(tmp.path());
 
-    // A listing does not exist yet: GET on the claims path is a 405 in the API's own shape.
-    let (s, body) = server.get(TOKEN_A, "/v1/operations").await;
+    // A method the claims path does not take is a 405 in the API's own shape.
+    let path = format!("{}/v1/operations", server.base);
+    let (s, body) = common::send(server.raw().delete(&path).bearer_auth(TOKEN_A)).await;
     assert_eq!(s, 405, "{body}");
     assert_eq!(body["error"]["code"], "method_not_allowed", "{body}");
 

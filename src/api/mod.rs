@@ -7,6 +7,7 @@ pub mod error;
 
 mod claims;
 mod history;
+mod listing;
 mod operator;
 mod rate;
 mod reports;
@@ -65,7 +66,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
-        .route("/v1/operations", post(claim))
+        .route("/v1/operations", post(claim).get(listing::list))
         .route("/v1/operations/lookup", get(lookup))
         .route("/v1/operations/{id}", get(read))
         .route("/v1/operations/{id}/history", get(history::history))

@@ -112,10 +112,10 @@ enum Command {
         args: ConfigArgs,
         /// Only events at or after this log time (RFC 3339, e.g. 2026-12-01T00:00:00Z, or a date,
         /// 2026-12-01, meaning its midnight UTC).
-        #[arg(long, value_name = "TIME", value_parser = parse_time)]
+        #[arg(long, value_name = "TIME", value_parser = opledger::clock::parse_time)]
         since: Option<u64>,
         /// Only events before this log time (RFC 3339, or a date).
-        #[arg(long, value_name = "TIME", value_parser = parse_time)]
+        #[arg(long, value_name = "TIME", value_parser = opledger::clock::parse_time)]
         until: Option<u64>,
         /// Only events of operations of this tool (refused if neither the config declares it
         /// nor any event names it).
@@ -342,21 +342,6 @@ fn said_once(error: &anyhow::Error) -> String {
         }
     }
     text
-}
-
-/// An RFC 3339 time, or a date (its midnight UTC), as milliseconds since the epoch.
-fn parse_time(text: &str) -> Result<u64, String> {
-    let is_date = text.len() == 10 && text.bytes().filter(|b| *b == b'-').count() == 2;
-    let text = if is_date {
-        format!("{text}T00:00:00Z")
-    } else {
-        text.to_owned()
-    };
-    let time = humantime::parse_rfc3339_weak(&text)
-        .map_err(|e| format!("{e}; expected RFC 3339, e.g. 2026-12-01T00:00:00Z"))?;
-    time.duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .map_err(|_| "the time is before 1970".to_owned())
 }
 
 fn demo(options: opledger::demo::DemoOptions, data_dir: Option<PathBuf>) -> anyhow::Result<()> {

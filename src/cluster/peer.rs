@@ -15,6 +15,7 @@ use crate::core::key::{OperationId, ScopedHash};
 use crate::core::operation::OperationRecord;
 use crate::partition::{Answer, DueWork, History, Lookup, PartitionError};
 use crate::projection::QueueSlice;
+use crate::projection::listing::{ListFilter, ListSlice};
 use serde::{Deserialize, Serialize};
 
 /// The format of peer messages this build speaks. A node refuses other formats by name.
@@ -88,6 +89,15 @@ pub enum PeerRequest {
         /// At most this many events.
         limit: u32,
     },
+    /// List operations through the creation index (added after the others).
+    List {
+        /// The partition.
+        partition: u32,
+        /// Which.
+        filter: ListFilter,
+        /// At most this many.
+        limit: u32,
+    },
 }
 
 /// A node's answer.
@@ -105,6 +115,8 @@ pub enum PeerResponse {
     Due(Vec<DueWork>),
     /// An operation's history, or none (added after the others).
     History(Option<History>),
+    /// A partition's part of a listing (added after the others).
+    List(ListSlice),
 }
 
 /// Why a node could not serve a peer's request; each maps back to a [`PartitionError`].

@@ -15,6 +15,7 @@ use crate::core::key::{OperationId, ScopedHash};
 use crate::core::operation::OperationRecord;
 use crate::partition::{Answer, DueWork, History, Lookup, Partition, PartitionError};
 use crate::projection::QueueSlice;
+use crate::projection::listing::{ListFilter, ListSlice};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -127,6 +128,7 @@ fn unexpected(response: PeerResponse) -> PartitionError {
         PeerResponse::Queue(_) => "a queue slice",
         PeerResponse::Due(_) => "due deadlines",
         PeerResponse::History(_) => "a history",
+        PeerResponse::List(_) => "a listing",
         PeerResponse::Refused(_) => "a refusal",
     };
     tracing::warn!(answer = kind, "the owner answered another request's kind");
@@ -236,6 +238,28 @@ impl Partition for RemotePartition {
             }
         })
     }
+
+    fn list(
+        &self,
+        filter: ListFilter,
+        limit: usize,
+    ) -> crate::BoxFuture<'_, Result<ListSlice, PartitionError>> {
+        Box::pin(async move {
+            let request = PeerRequest::List {
+                partition: self.partition,
+                filter,
+                limit: u32::try_from(limit).unwrap_or(u32::MAX),
+            };
+            match self
+                .client
+                .ask(&self.base, self.partition, &request)
+                .await?
+            {
+                PeerResponse::List(slice) => Ok(slice),
+                other => Err(unexpected(other)),
+            }
+        })
+    }
 }
 
 /// What the peer endpoint needs.
@@ -341,6 +365,17 @@ pub(crate) async fn serve(router: &Router, request: PeerRequest) -> PeerResponse
                 .history(id, limit as usize)
                 .await
                 .map_or_else(refused, PeerResponse::History),
+            Err(e) => refused(e),
+        },
+        PeerRequest::List {
+            partition,
+            filter,
+            limit,
+        } => match router.local(partition) {
+            Ok(p) => p
+                .list(filter, limit as usize)
+                .await
+                .map_or_else(refused, PeerResponse::List),
             Err(e) => refused(e),
         },
     }

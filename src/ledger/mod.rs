@@ -10,10 +10,12 @@
 mod compensate;
 mod error;
 mod fingerprints;
+mod listing;
 mod lookup;
 mod requests;
 
 pub use error::LedgerError;
+pub use listing::LIST_LIMIT_MAX;
 pub use requests::{ClaimInput, Claimed, OperatorCommand, Report};
 
 use crate::cluster::router::Router;

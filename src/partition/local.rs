@@ -12,6 +12,7 @@ use crate::core::event::{self, Envelope, EventBody, OwnerChange, ReplyTo};
 use crate::core::key::{OperationId, ScopedHash};
 use crate::core::operation::OperationRecord;
 use crate::log::model::{EventLog, NewRecord, partition_for};
+use crate::projection::listing::{ListFilter, ListSlice};
 use crate::projection::{QueueSlice, SharedStore};
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +23,10 @@ pub const DUE_PER_KIND_MAX: usize = 1024;
 
 /// How long a caller waits for the arbiter's decision after its event is durable.
 pub const DECISION_WAIT_DEFAULT: Duration = Duration::from_secs(10);
+
+/// Most places of its creation index a partition examines for one listing call: a filter that
+/// matches little costs a bounded read, and the caller resumes where it stopped.
+pub const LIST_EXAMINE_MAX: usize = 5_000;
 
 /// Most queue entries a partition counts for the operator queue's total.
 pub const QUEUE_COUNT_MAX: usize = 10_000;
@@ -227,6 +232,18 @@ impl<L: EventLog> LocalPartition<L> {
             .queue(self.partition, limit, QUEUE_COUNT_MAX)?)
     }
 
+    fn list_now(&self, filter: &ListFilter, limit: usize) -> Result<ListSlice, PartitionError> {
+        self.check_serving()?;
+        let store = &self.shared.store;
+        let mut slice = store.listed(self.partition, filter, limit, LIST_EXAMINE_MAX)?;
+        // As a read shows them: leases as the partition's latest owner change makes them.
+        let state = store.position(self.partition)?.state;
+        for record in &mut slice.items {
+            *record = state.effective(record.clone());
+        }
+        Ok(slice)
+    }
+
     fn due_now(&self, until_ms: u64, limit: usize) -> Result<Vec<DueWork>, PartitionError> {
         self.check_serving()?;
         // The store reads the index under the lock its commits take: keep each read short,
@@ -300,6 +317,14 @@ impl<L: EventLog> Partition for LocalPartition<L> {
         limit: usize,
     ) -> crate::BoxFuture<'_, Result<Option<History>, PartitionError>> {
         Box::pin(self.history_now(id, limit))
+    }
+
+    fn list(
+        &self,
+        filter: ListFilter,
+        limit: usize,
+    ) -> crate::BoxFuture<'_, Result<ListSlice, PartitionError>> {
+        Box::pin(std::future::ready(self.list_now(&filter, limit)))
     }
 }
 

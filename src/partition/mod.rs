@@ -39,6 +39,7 @@ use crate::core::decision::Decision;
 use crate::core::event::EventBody;
 use crate::core::key::{OperationId, ScopedHash};
 use crate::core::operation::OperationRecord;
+use crate::projection::listing::{ListFilter, ListSlice};
 use crate::projection::{ProjectionError, QueueSlice};
 pub use history::{History, HistoryEvent};
 use serde::{Deserialize, Serialize};
@@ -170,4 +171,13 @@ pub trait Partition: Send + Sync {
         id: OperationId,
         limit: usize,
     ) -> crate::BoxFuture<'_, Result<Option<History>, PartitionError>>;
+
+    /// The partition's operations that `filter` keeps, newest first, at most `limit`, read
+    /// through its creation index (examining at most [`local::LIST_EXAMINE_MAX`] of its
+    /// places per call; the slice says where it stopped).
+    fn list(
+        &self,
+        filter: ListFilter,
+        limit: usize,
+    ) -> crate::BoxFuture<'_, Result<ListSlice, PartitionError>>;
 }
