@@ -175,24 +175,6 @@ pub mod conformance {
 
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn times_read_as_people_write_them() {
-        let day = 1_764_979_200_000; // 2025-12-06T00:00:00Z
-        assert_eq!(parse_time("2025-12-06"), Ok(day));
-        assert_eq!(parse_time("2025-12-06T00:00:00Z"), Ok(day));
-        assert_eq!(parse_time("2025-12-06T01:00:00.5+01:00"), Ok(day + 500));
-        assert_eq!(parse_time("2025-12-06 00:00:01"), Ok(day + 1000));
-        assert_eq!(
-            parse_time("1900-01-01"),
-            Ok(0),
-            "before 1970: from the beginning"
-        );
-        for bad in ["yesterday", "2025-13-01", "2025-02-30", ""] {
-            let e = parse_time(bad).expect_err(bad);
-            assert!(e.contains("expected RFC 3339 or a date"), "{bad}: {e}");
-        }
-    }
     use super::*;
 
     #[test]
@@ -216,5 +198,23 @@ mod tests {
         assert_eq!(clock.now_ms(), 1_000);
         clock.set(2_000);
         assert_eq!(clock.now_ms(), 2_000);
+    }
+
+    #[test]
+    fn times_read_as_people_write_them() {
+        let day = 1_764_979_200_000; // 2025-12-06T00:00:00Z
+        assert_eq!(parse_time("2025-12-06"), Ok(day));
+        assert_eq!(parse_time("2025-12-06T00:00:00Z"), Ok(day));
+        assert_eq!(parse_time("2025-12-06T01:00:00.5+01:00"), Ok(day + 500));
+        assert_eq!(parse_time("2025-12-06 00:00:01"), Ok(day + 1000));
+        assert_eq!(
+            parse_time("1900-01-01"),
+            Ok(0),
+            "before 1970: from the beginning"
+        );
+        for bad in ["yesterday", "2025-13-01", "2025-02-30", ""] {
+            let e = parse_time(bad).expect_err(bad);
+            assert!(e.contains("expected RFC 3339 or a date"), "{bad}: {e}");
+        }
     }
 }

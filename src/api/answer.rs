@@ -184,6 +184,16 @@ pub fn render_record(principal: &Principal, record: &OperationRecord) -> Respons
         .into_response()
 }
 
+/// The fingerprint categories an operation's intent has, by name (never their values).
+pub(super) fn category_names(record: &OperationRecord) -> Vec<&'static str> {
+    record
+        .fingerprint
+        .reported_categories()
+        .iter()
+        .map(|c| c.as_str())
+        .collect()
+}
+
 /// One entry of the operator queue: when it was requested, a target summary without secrets
 /// (tool, owner, executor, which fingerprint categories the intent has, never their values),
 /// and what to do.
@@ -196,12 +206,7 @@ pub fn reconciliation_item(record: &OperationRecord) -> Value {
         "it is no longer waiting for a person",
         UnknownCause::explanation,
     );
-    let categories: Vec<&str> = record
-        .fingerprint
-        .reported_categories()
-        .iter()
-        .map(|c| c.as_str())
-        .collect();
+    let categories = category_names(record);
     let id = record.id;
     let step = if operator.is_some() {
         "resolve it".to_owned()

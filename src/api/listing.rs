@@ -1,7 +1,7 @@
 //! `GET /v1/operations`: operations newest first, filtered, a page at a time, read through each
 //! partition's creation index. An agent lists its own; an operator or auditor anyone's.
 
-use super::answer::rfc3339;
+use super::answer::{category_names, rfc3339};
 use super::error::ApiError;
 use super::{ApiState, auth};
 use crate::config::Role;
@@ -120,12 +120,7 @@ fn item(record: &OperationRecord) -> Value {
         OpState::Manual { cause, .. } | OpState::OutcomeUnknown { cause } => Some(cause.as_str()),
         _ => None,
     };
-    let categories: Vec<&str> = record
-        .fingerprint
-        .reported_categories()
-        .iter()
-        .map(|c| c.as_str())
-        .collect();
+    let categories = category_names(record);
     json!({
         "operation_id": record.id.to_string(),
         "tool": record.tool,
