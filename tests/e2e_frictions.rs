@@ -312,19 +312,39 @@ fn check_says_everything_at_once_and_init_writes_a_starting_file() {
     let many = tmp.path().join("many.toml");
     std::fs::write(
         &many,
-        "listen = \"nope\"\n[log]\npartitions = 0\n[[tool]]\nname = \"x\"\nclass = \"keyed\"\nloss = \"high\"\nlease = \"ten\"\n[[tool]]\nname = \"y\"\nclass = \"keyed\"\nloss = \"high\"\ncompensation = \"z\"\n",
+        concat!(
+            "listen = \"nope\"\n[log]\npartitions = 0\n",
+            "[[tool]]\nname = \"x\"\nclass = \"keyed\"\nloss = \"high\"\nlease = \"ten\"\n",
+            "[[tool]]\nname = \"y\"\nclass = \"keyed\"\nloss = \"high\"\ncompensation = \"z\"\n",
+            "[[tool]]\nname = \"u\"\nclass = \"sometimes\"\nloss = \"huge\"\nretention = \"forever\"\n",
+            "[[tool]]\nname = \"v\"\nclass = \"idempotent\"\n",
+            "[[principal]]\nid = \"p1\"\ntoken = \"long-enough-1\"\nroles = [\"king\"]\n",
+            "[[principal]]\nid = \"p2\"\ntoken = \"long-enough-2\"\ntools = [\"nope\", \"x\"]\n",
+        ),
     )
     .expect("writes");
     let (ok, _, said) = check(&many);
     assert!(!ok, "{said}");
-    for wrong in [
+    let wrong = [
         "line 1: listen",
         "line 3: [log] partitions = 0",
         "line 8: tool `x`: lease = \"ten\"",
         "line 13: tool `y`: compensation = \"z\"",
-    ] {
-        assert!(said.contains(wrong), "{wrong} missing from: {said}");
+        "line 16: tool `u`: class = \"sometimes\" is not one of read, natural, keyed, unsafe",
+        "line 17: tool `u`: loss = \"huge\" is not one of low, high",
+        "line 18: tool `u`: retention = \"forever\"",
+        "line 21: tool `v`: class = \"idempotent\"",
+        "line 25: principal `p1`: role \"king\"",
+        "line 29: principal `p2`: tools lists \"nope\",",
+    ];
+    let mut at = 0;
+    for w in wrong {
+        // Every one, in the file's order.
+        let found = said[at..].find(w);
+        assert!(found.is_some(), "{w} missing (or out of order) in: {said}");
+        at += found.unwrap_or(0) + w.len();
     }
+    assert!(said.contains(&format!("{} errors", wrong.len())), "{said}");
 
     let header = tmp.path().join("header.toml");
     std::fs::write(&header, "[log\npartitions = 4\n").expect("writes");

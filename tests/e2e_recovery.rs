@@ -291,3 +291,70 @@ async fn a_restart_in_the_middle_of_recovery_finishes_it() {
     assert_eq!((s, b["decision"].as_str()), (200, Some("replay")));
     server.stop();
 }
+
+/// An operator taking over an unknown outcome that recovery could not settle: the queue says
+/// what recovery asked and was told, and the history's move to a person names the takeover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_of_an_unknown_outcome_is_the_reason_it_went_to_a_person() {
+    let (sim, port) = start_sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_with(dir.path(), &extra_config(port), &[]);
+    let id = unknown_with(&server, "unsure", |id| {
+        sim.answer(id, vec![(503, json!({}))]);
+    })
+    .await;
+    // Wait (bounded) until recovery has asked and been told nothing conclusive.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, now) = server.get(TOKEN_A, &format!("/v1/operations/{id}")).await;
+        if now["recovery"]["queries"].as_u64() >= Some(1) {
+            assert_eq!(now["state"], "outcome_unknown", "{now}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "recovery never asked: {now}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (s, b) = server
+        .post(TOKEN_A, &format!("/v1/operations/{id}/takeover"), json!({}))
+        .await;
+    assert_eq!((s, b["state"].as_str()), (200, Some("manual")), "{b}");
+
+    let (_, queue) = server.get(TOKEN_A, "/v1/reconciliation").await;
+    let item = &queue["items"][0];
+    assert_eq!(item["operation_id"], id.as_str(), "{queue}");
+    assert!(item["recovery"]["queries"].as_u64() >= Some(1), "{item}");
+    assert!(
+        item["recovery"]["last_result"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("inconclusive:")),
+        "{item}"
+    );
+    assert!(
+        item["guidance"]
+            .as_str()
+            .is_some_and(|g| g.contains("Recovery asked the external system")
+                && g.contains("the last answer was inconclusive:")),
+        "{item}"
+    );
+
+    let (s, history) = server
+        .get(TOKEN_A, &format!("/v1/operations/{id}/history"))
+        .await;
+    assert_eq!(s, 200, "{history}");
+    let moves: Vec<(&str, &str)> = history["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["type"] == "moved_to_manual")
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap(),
+                e["explanation"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(moves.len(), 1, "one move: {history}");
+    assert_eq!(moves[0].0, "taken_over", "not the earlier cause: {history}");
+    assert!(moves[0].1.contains("operator took it over"), "{history}");
+    server.stop();
+}

@@ -55,23 +55,8 @@ pub fn record_fields(principal: &Principal, record: &OperationRecord) -> Map<Str
     if let Some(original) = record.compensation_of {
         m.insert("compensates".into(), json!(original.to_string()));
     }
-    if record.recovery.queries > 0 || record.recovery.lease.is_some() {
-        let last = record.recovery.last.as_ref().map(|q| match q {
-            QueryResult::Found => "found".to_owned(),
-            QueryResult::Failed => "failed".to_owned(),
-            QueryResult::Absent => "absent".to_owned(),
-            QueryResult::Inconclusive(reason) => format!("inconclusive:{reason}"),
-        });
-        m.insert(
-            "recovery".into(),
-            json!({
-                "queries": record.recovery.queries,
-                "last_result": last,
-                "next_check_at": (record.recovery.next_check_at_ms > 0)
-                    .then(|| rfc3339(record.recovery.next_check_at_ms)),
-                "recoverer": record.recovery.lease.as_ref().map(|l| l.recoverer.clone()),
-            }),
-        );
+    if let Some(recovery) = recovery_fields(record) {
+        m.insert("recovery".into(), recovery);
     }
     match &record.state {
         OpState::Processing {
@@ -175,6 +160,29 @@ pub fn render_answer(principal: &Principal, answer: &Answer) -> Response {
     (status_of(&answer.decision), Json(Value::Object(m))).into_response()
 }
 
+/// What recovery asked the external system and what it was told, once it has begun.
+fn recovery_fields(record: &OperationRecord) -> Option<Value> {
+    let recovery = &record.recovery;
+    if recovery.queries == 0 && recovery.lease.is_none() {
+        return None;
+    }
+    Some(json!({
+        "queries": recovery.queries,
+        "last_result": recovery.last.as_ref().map(query_result_name),
+        "next_check_at": (recovery.next_check_at_ms > 0).then(|| rfc3339(recovery.next_check_at_ms)),
+        "recoverer": recovery.lease.as_ref().map(|l| l.recoverer.clone()),
+    }))
+}
+
+fn query_result_name(result: &QueryResult) -> String {
+    match result {
+        QueryResult::Found => "found".to_owned(),
+        QueryResult::Failed => "failed".to_owned(),
+        QueryResult::Absent => "absent".to_owned(),
+        QueryResult::Inconclusive(reason) => format!("inconclusive:{reason}"),
+    }
+}
+
 /// Renders a record read with `GET`.
 pub fn render_record(principal: &Principal, record: &OperationRecord) -> Response {
     (
@@ -218,9 +226,17 @@ pub fn reconciliation_item(record: &OperationRecord) -> Value {
     } else {
         "cannot be queried"
     };
+    let asked = match (&record.recovery.last, record.recovery.queries) {
+        (Some(last), n) if n > 0 => format!(
+            " Recovery asked the external system {n} time{s}; the last answer was {}.",
+            query_result_name(last),
+            s = if n == 1 { "" } else { "s" },
+        ),
+        _ => String::new(),
+    };
     let guidance = format!(
         "Nobody can tell automatically whether this happened: {why}; tool `{tool}` is {class} \
-         with {loss} loss and {queryable}. Look in the external system for an effect \
+         with {loss} loss and {queryable}.{asked} Look in the external system for an effect \
          whose idempotency key or reference is {id} (executors pass the operation id). Then \
          {step}: POST /v1/operations/{id}/resolve with {{\"outcome\":\"completed\",\"result\":\
          {{\"resource_ref\":…,\"status\":…}}}} if you found it, or {{\"outcome\":\"not_executed\"}} \
@@ -244,6 +260,7 @@ pub fn reconciliation_item(record: &OperationRecord) -> Value {
             "fingerprint": record.fingerprint.short_hex(),
             "parent": record.parent.map(|p| p.to_string()),
         },
+        "recovery": recovery_fields(record),
         "guidance": guidance,
     })
 }

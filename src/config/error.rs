@@ -35,8 +35,8 @@ pub enum ConfigError {
         /// What is wrong and what is allowed.
         message: String,
     },
-    /// Several settings are wrong: each, in the order the sections are checked (listen, log,
-    /// tools, MCP, principals, limits, TLS, recovery).
+    /// Several settings are wrong: each, in the file's order once placed (those without a line
+    /// last, in the order the sections are checked).
     #[error("{} errors:\n  {}", .0.len(), .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  "))]
     Several(Vec<ConfigError>),
 }
@@ -69,10 +69,20 @@ impl ConfigError {
         }
     }
 
+    /// The line of the file this error is on, once placed.
+    fn line(&self) -> Option<usize> {
+        match self {
+            ConfigError::Syntax { place, .. } | ConfigError::Invalid { place, .. } => place.line,
+            _ => None,
+        }
+    }
+
     /// The same error, placed in `text` (the line of its setting) read from `path`.
     pub(super) fn placed(mut self, text: Option<&str>, path: Option<&std::path::Path>) -> Self {
         if let ConfigError::Several(errors) = self {
-            let placed = errors.into_iter().map(|e| e.placed(text, path)).collect();
+            let mut placed: Vec<ConfigError> =
+                errors.into_iter().map(|e| e.placed(text, path)).collect();
+            placed.sort_by_key(|e| e.line().unwrap_or(usize::MAX));
             return ConfigError::Several(placed);
         }
         if let ConfigError::Syntax { place, .. } | ConfigError::Invalid { place, .. } = &mut self {

@@ -119,8 +119,7 @@ impl Config {
         Self::validate(raw).map_err(|e| e.placed(Some(text), None))
     }
 
-    /// Validates every section, reporting every error found (a section that depends on
-    /// another — principals on tools — is checked only once what it depends on is valid).
+    /// Validates every section, reporting every error found.
     fn validate(raw: RawConfig) -> Result<Self, ConfigError> {
         let invalid = ConfigError::invalid;
         let mut errors = Vec::new();
@@ -166,21 +165,22 @@ impl Config {
             ));
         }
         let backend = keep(&mut errors, backend::validate_backend(&raw.log));
+        // Principals are judged against the names declared, even where a declaration itself is
+        // wrong, so that their errors are reported alongside.
+        let declared: std::collections::HashSet<String> =
+            raw.tools.iter().map(|t| t.name.clone()).collect();
+        let upstreams: Vec<String> = raw
+            .mcp
+            .iter()
+            .flat_map(|m| m.upstream.iter().map(|u| u.name.clone()))
+            .collect();
+        let upstreams: Vec<&str> = upstreams.iter().map(String::as_str).collect();
+        let principals_by_token = keep(
+            &mut errors,
+            principals::validate_principals(raw.principals, &declared, &upstreams),
+        );
         let tools = keep(&mut errors, tools::validate_tools(raw.tools));
         let mcp = keep(&mut errors, mcp::validate_mcp(raw.mcp));
-        let principals_by_token = match (&tools, &mcp) {
-            (Some(tools), Some(mcp)) => {
-                let upstreams: Vec<&str> = mcp
-                    .iter()
-                    .flat_map(|m| m.upstreams.iter().map(|u| u.name.as_str()))
-                    .collect();
-                keep(
-                    &mut errors,
-                    principals::validate_principals(raw.principals, tools, &upstreams),
-                )
-            }
-            _ => None,
-        };
         let body_bytes_max = raw.limits.body_bytes_max.unwrap_or(BODY_BYTES_MAX_DEFAULT);
         if body_bytes_max < 256 {
             errors.push(invalid(

@@ -2,7 +2,6 @@
 
 use super::raw::RawPrincipal;
 use super::{ConfigError, Setting};
-use crate::core::contract::ToolContract;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 
@@ -68,13 +67,15 @@ pub fn token_hash(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
+/// Every `[[principal]]` entry, by the hash of its token, or every error found in them.
 pub(super) fn validate_principals(
     raw: Vec<RawPrincipal>,
-    tools: &HashMap<String, ToolContract>,
+    tools: &HashSet<String>,
     upstreams: &[&str],
 ) -> Result<HashMap<[u8; 32], Principal>, ConfigError> {
     let mut by_token = HashMap::new();
     let mut ids = HashSet::new();
+    let mut errors = Vec::new();
     for (index, p) in raw.into_iter().enumerate() {
         let invalid = |key: &'static str, m: String| {
             ConfigError::invalid(
@@ -89,101 +90,29 @@ pub(super) fn validate_principals(
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"._-@".contains(&b))
         {
-            return Err(ConfigError::invalid(
+            errors.push(ConfigError::invalid(
                 Setting::Entry("principal", index, "id".into()),
                 format!(
                     "principal id {:?} must be 1-128 characters of A-Z a-z 0-9 . _ - @",
                     p.id
                 ),
             ));
+        } else if !ids.insert(p.id.clone()) {
+            errors.push(invalid("id", "declared twice".to_owned()));
         }
-        if !ids.insert(p.id.clone()) {
-            return Err(invalid("id", "declared twice".to_owned()));
+        let before = errors.len();
+        let hash = token_of(&p).map_err(|(key, m)| errors.push(invalid(key, m)));
+        let roles = roles_of(&p).map_err(|m| errors.push(invalid("roles", m)));
+        let grants = grants_of(&p, tools, upstreams).map_err(|m| errors.push(invalid("tools", m)));
+        let rate = rate_of(&p).map_err(|(key, m)| errors.push(invalid(key, m)));
+        let (Ok(hash), Ok(roles), Ok((allowed, tool_prefixes)), Ok(rate)) =
+            (hash, roles, grants, rate)
+        else {
+            continue;
+        };
+        if errors.len() > before {
+            continue;
         }
-        let hash = match (&p.token, &p.token_sha256) {
-            (Some(token), None) if token.len() >= 8 => token_hash(token),
-            (Some(_), None) => {
-                return Err(invalid(
-                    "token",
-                    "token must be at least 8 characters".into(),
-                ));
-            }
-            (None, Some(hex_hash)) => hex::decode(hex_hash.trim())
-                .ok()
-                .and_then(|b| <[u8; 32]>::try_from(b).ok())
-                .ok_or_else(|| {
-                    invalid("token_sha256", "token_sha256 must be 64 hex digits".into())
-                })?,
-            (Some(_), Some(_)) => {
-                return Err(invalid(
-                    "token",
-                    "give either token or token_sha256, not both".into(),
-                ));
-            }
-            (None, None) => return Err(invalid("", "needs token or token_sha256".into())),
-        };
-        let mut roles = HashSet::new();
-        for r in &p.roles {
-            roles.insert(match r.as_str() {
-                "agent" => Role::Agent,
-                "operator" => Role::Operator,
-                "auditor" => Role::Auditor,
-                other => {
-                    return Err(invalid(
-                        "roles",
-                        format!("role {other:?} is not one of agent, operator, auditor"),
-                    ));
-                }
-            });
-        }
-        // An exact tool name, `*` for all, or `<upstream>.*` for every tool of an MCP upstream.
-        // An upstream's tool need not be declared: the upstream lists its tools at run time.
-        let of_upstream = |t: &str| {
-            t.split_once('.')
-                .is_some_and(|(prefix, rest)| !rest.is_empty() && upstreams.contains(&prefix))
-        };
-        let mut tool_prefixes = Vec::new();
-        let allowed = if p.tools.iter().any(|t| t == "*") {
-            None
-        } else {
-            let mut exact = HashSet::new();
-            for t in &p.tools {
-                if let Some(prefix) = t.strip_suffix(".*")
-                    && upstreams.contains(&prefix)
-                {
-                    tool_prefixes.push(format!("{prefix}."));
-                } else if tools.contains_key(t) || of_upstream(t) {
-                    exact.insert(t.clone());
-                } else {
-                    return Err(invalid(
-                        "tools",
-                        format!(
-                            "tools lists {t:?}, which is not a declared tool (nor `<upstream>.*` or a tool of a declared [[mcp.upstream]])"
-                        ),
-                    ));
-                }
-            }
-            Some(exact)
-        };
-        let rate = match (p.rate, p.burst) {
-            (None, None) => None,
-            (None, Some(_)) => {
-                return Err(invalid(
-                    "burst",
-                    "burst needs a rate (requests a second)".into(),
-                ));
-            }
-            (Some(0), _) | (_, Some(0)) => {
-                return Err(invalid(
-                    "rate",
-                    "rate and burst must be at least 1 (leave rate out for no limit)".into(),
-                ));
-            }
-            (Some(per_second), burst) => Some(RateLimit {
-                per_second,
-                burst: burst.unwrap_or(per_second),
-            }),
-        };
         let principal = Principal {
             id: p.id.clone(),
             roles,
@@ -192,13 +121,120 @@ pub(super) fn validate_principals(
             rate,
         };
         if by_token.insert(hash, principal).is_some() {
-            return Err(invalid(
+            errors.push(invalid(
                 "token",
                 "shares its token with another principal".into(),
             ));
         }
     }
-    Ok(by_token)
+    if errors.is_empty() {
+        Ok(by_token)
+    } else {
+        Err(ConfigError::all(errors))
+    }
+}
+
+/// The hash of a principal's token, or the setting that is wrong and why.
+fn token_of(p: &RawPrincipal) -> Result<[u8; 32], (&'static str, String)> {
+    match (&p.token, &p.token_sha256) {
+        (Some(token), None) if token.len() >= 8 => Ok(token_hash(token)),
+        (Some(_), None) => Err(("token", "token must be at least 8 characters".into())),
+        (None, Some(hex_hash)) => hex::decode(hex_hash.trim())
+            .ok()
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .ok_or(("token_sha256", "token_sha256 must be 64 hex digits".into())),
+        (Some(_), Some(_)) => Err((
+            "token",
+            "give either token or token_sha256, not both".into(),
+        )),
+        (None, None) => Err(("", "needs token or token_sha256".into())),
+    }
+}
+
+/// A principal's roles, or the ones nobody knows.
+fn roles_of(p: &RawPrincipal) -> Result<HashSet<Role>, String> {
+    let unknown: Vec<String> = p
+        .roles
+        .iter()
+        .filter(|r| !["agent", "operator", "auditor"].contains(&r.as_str()))
+        .map(|r| format!("{r:?}"))
+        .collect();
+    if !unknown.is_empty() {
+        let (noun, verb) = if unknown.len() == 1 {
+            ("role", "is")
+        } else {
+            ("roles", "are")
+        };
+        return Err(format!(
+            "{noun} {} {verb} not one of agent, operator, auditor",
+            unknown.join(", ")
+        ));
+    }
+    Ok(p.roles
+        .iter()
+        .map(|r| match r.as_str() {
+            "agent" => Role::Agent,
+            "operator" => Role::Operator,
+            _ => Role::Auditor,
+        })
+        .collect())
+}
+
+/// The tools a principal may use (`None`: all) and the MCP upstreams whose every tool it may,
+/// or the names that are neither.
+fn grants_of(
+    p: &RawPrincipal,
+    tools: &HashSet<String>,
+    upstreams: &[&str],
+) -> Result<(Option<HashSet<String>>, Vec<String>), String> {
+    if p.tools.iter().any(|t| t == "*") {
+        return Ok((None, Vec::new()));
+    }
+    // An exact tool name, `*` for all, or `<upstream>.*` for every tool of an MCP upstream.
+    // An upstream's tool need not be declared: the upstream lists its tools at run time.
+    let of_upstream = |t: &str| {
+        t.split_once('.')
+            .is_some_and(|(prefix, rest)| !rest.is_empty() && upstreams.contains(&prefix))
+    };
+    let mut exact = HashSet::new();
+    let mut prefixes = Vec::new();
+    let mut unknown = Vec::new();
+    for t in &p.tools {
+        if let Some(prefix) = t.strip_suffix(".*")
+            && upstreams.contains(&prefix)
+        {
+            prefixes.push(format!("{prefix}."));
+        } else if tools.contains(t) || of_upstream(t) {
+            exact.insert(t.clone());
+        } else {
+            unknown.push(format!("{t:?}"));
+        }
+    }
+    if unknown.is_empty() {
+        Ok((Some(exact), prefixes))
+    } else {
+        Err(format!(
+            "tools lists {}, which {} not a declared tool (nor `<upstream>.*` or a tool of a declared [[mcp.upstream]])",
+            unknown.join(", "),
+            if unknown.len() == 1 { "is" } else { "are" }
+        ))
+    }
+}
+
+/// A principal's request rate (`None`: unlimited), or the setting that is wrong and why.
+fn rate_of(p: &RawPrincipal) -> Result<Option<RateLimit>, (&'static str, String)> {
+    match (p.rate, p.burst) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(("burst", "burst needs a rate (requests a second)".into())),
+        (Some(0), _) | (_, Some(0)) => Err((
+            "rate",
+            "rate and burst must be at least 1 (leave rate out for no limit)".into(),
+        )),
+        (Some(per_second), burst) => Ok(Some(RateLimit {
+            per_second,
+            burst: burst.unwrap_or(per_second),
+        })),
+    }
 }
 
 #[cfg(test)]

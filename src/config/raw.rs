@@ -1,7 +1,6 @@
 //! The config file's TOML schema as parsed, before validation gives it meaning.
 
 use super::backend::PeerSecret;
-use crate::core::contract::{LossLevel, ToolClass};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -178,9 +177,11 @@ fn default_roles() -> Vec<String> {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTool {
     pub(super) name: String,
-    pub(super) class: ToolClass,
+    /// Read as text and named by validation, so that every bad value is reported, not only the
+    /// parser's first.
+    pub(super) class: String,
     #[serde(default = "default_loss")]
-    pub(super) loss: LossLevel,
+    pub(super) loss: String,
     #[serde(default = "default_lease")]
     pub(super) lease: String,
     #[serde(default = "default_retention")]
@@ -199,8 +200,8 @@ pub(super) struct RawTool {
     pub(super) required: Vec<String>,
 }
 
-fn default_loss() -> LossLevel {
-    LossLevel::High
+fn default_loss() -> String {
+    "high".to_owned()
 }
 
 fn default_lease() -> String {

@@ -2,7 +2,7 @@
 
 use super::raw::RawTool;
 use super::{ConfigError, Setting};
-use crate::core::contract::ToolContract;
+use crate::core::contract::{LossLevel, ToolClass, ToolContract};
 use crate::core::fingerprint::{Category, FingerprintError, FingerprintSpec};
 use std::collections::HashMap;
 
@@ -48,7 +48,7 @@ pub(super) fn validate_tools(
     }
 }
 
-/// One `[[tool]]` entry (the `index`-th) as a contract, or its first error.
+/// One `[[tool]]` entry (the `index`-th) as a contract, or every error found in it.
 fn validate_tool(index: usize, t: RawTool) -> Result<ToolContract, ConfigError> {
     let invalid = |key: &str, m: String| {
         ConfigError::invalid(Setting::Entry("tool", index, key.to_owned()), m)
@@ -60,6 +60,7 @@ fn validate_tool(index: usize, t: RawTool) -> Result<ToolContract, ConfigError> 
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
     {
+        // Every other message names the tool: one without a usable name is reported alone.
         return Err(invalid(
             "name",
             format!(
@@ -68,30 +69,63 @@ fn validate_tool(index: usize, t: RawTool) -> Result<ToolContract, ConfigError> 
             ),
         ));
     }
+    let name = &t.name;
+    let mut errors = Vec::new();
+    let class = ToolClass::from_name(&t.class);
+    if class.is_none() {
+        let names: Vec<&str> = ToolClass::ALL.map(ToolClass::as_str).to_vec();
+        errors.push(invalid(
+            "class",
+            format!(
+                "tool `{name}`: class = {:?} is not one of {}",
+                t.class,
+                names.join(", ")
+            ),
+        ));
+    }
+    let loss = LossLevel::from_name(&t.loss);
+    if loss.is_none() {
+        errors.push(invalid(
+            "loss",
+            format!("tool `{name}`: loss = {:?} is not one of low, high", t.loss),
+        ));
+    }
+    let lease_ms = parse_duration_ms(name, "lease", &t.lease)
+        .map_err(|m| errors.push(invalid("lease", m)))
+        .ok();
+    let retention_ms = parse_duration_ms(name, "retention", &t.retention)
+        .map_err(|m| errors.push(invalid("retention", m)))
+        .ok();
     let mut spec = FingerprintSpec {
         ignore: t.ignore,
         required: t.required,
         ..FingerprintSpec::default()
     };
+    let mut categories_ok = true;
     for (category, fields) in t.fingerprint {
-        let category: Category = category.parse().map_err(|_| {
-            invalid(&format!("fingerprint.{category}"), format!(
-                "tool `{}`: fingerprint category {category:?} is not one of amount, recipient, target, body, other",
-                t.name
-            ))
-        })?;
-        if category == Category::Upstream {
-            return Err(invalid(
-                "fingerprint",
-                format!(
-                    "tool `{}`: the `upstream` fingerprint category is filled by the server from the parent operation",
-                    t.name
-                ),
-            ));
+        match category.parse::<Category>() {
+            Ok(Category::Upstream) => {
+                categories_ok = false;
+                errors.push(invalid(
+                    "fingerprint",
+                    format!(
+                        "tool `{name}`: the `upstream` fingerprint category is filled by the server from the parent operation"
+                    ),
+                ));
+            }
+            Ok(category) => {
+                spec.fields.insert(category, fields);
+            }
+            Err(_) => {
+                categories_ok = false;
+                errors.push(invalid(&format!("fingerprint.{category}"), format!(
+                    "tool `{name}`: fingerprint category {category:?} is not one of amount, recipient, target, body, other"
+                )));
+            }
         }
-        spec.fields.insert(category, fields);
     }
-    spec.validate().map_err(|e| {
+    // The field paths are judged only once every category is known, or one mistake reads as two.
+    if categories_ok && let Err(e) = spec.validate() {
         // Name the list the path is in, so the line is the right one.
         let key = match &e {
             FingerprintError::InvalidFieldPath { path, .. }
@@ -108,18 +142,22 @@ fn validate_tool(index: usize, t: RawTool) -> Result<ToolContract, ConfigError> 
             }
             _ => "fingerprint",
         };
-        invalid(
+        errors.push(invalid(
             key,
-            format!("tool `{}`: fingerprint, ignore or required: {e}", t.name),
-        )
-    })?;
+            format!("tool `{name}`: fingerprint, ignore or required: {e}"),
+        ));
+    }
+    let (Some(class), Some(loss), Some(lease_ms), Some(retention_ms), true) =
+        (class, loss, lease_ms, retention_ms, errors.is_empty())
+    else {
+        return Err(ConfigError::all(errors));
+    };
     let contract = ToolContract {
-        lease_ms: parse_duration_ms(&t.name, "lease", &t.lease).map_err(|m| invalid("lease", m))?,
-        retention_ms: parse_duration_ms(&t.name, "retention", &t.retention)
-            .map_err(|m| invalid("retention", m))?,
+        lease_ms,
+        retention_ms,
         name: t.name.clone(),
-        class: t.class,
-        loss: t.loss,
+        class,
+        loss,
         status_url: t.status_url,
         compensation: t.compensation,
         accept_unknown_risk: t.accept_unknown_risk,

@@ -19,6 +19,14 @@ pub enum ToolClass {
 }
 
 impl ToolClass {
+    /// Every class, in the order the config's help lists them.
+    pub const ALL: [Self; 4] = [Self::Read, Self::Natural, Self::Keyed, Self::Unsafe];
+
+    /// The class named `name` by [`as_str`](Self::as_str).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+
     /// The stable lower-case name used in config, answers and metric labels.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -41,6 +49,14 @@ pub enum LossLevel {
 }
 
 impl LossLevel {
+    /// Every level, lowest first.
+    pub const ALL: [Self; 2] = [Self::Low, Self::High];
+
+    /// The level named `name` by [`as_str`](Self::as_str).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|l| l.as_str() == name)
+    }
+
     /// The stable lower-case name used in config and answers.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -178,10 +194,16 @@ impl ContractTerms {
 mod tests {
     #[test]
     fn loss_levels_are_named_as_the_config_spells_them() {
-        for loss in [super::LossLevel::Low, super::LossLevel::High] {
+        assert_eq!(
+            super::LossLevel::ALL.map(super::LossLevel::as_str),
+            ["low", "high"]
+        );
+        for loss in super::LossLevel::ALL {
             let spelled = serde_json::to_value(loss).expect("serialises");
             assert_eq!(spelled, loss.as_str());
+            assert_eq!(super::LossLevel::from_name(loss.as_str()), Some(loss));
         }
+        assert_eq!(super::LossLevel::from_name("medium"), None);
     }
 
     use super::*;
@@ -199,17 +221,13 @@ mod tests {
 
     #[test]
     fn class_names_are_pinned_and_only_read_tools_go_unrecorded() {
-        let classes = [
-            ToolClass::Read,
-            ToolClass::Natural,
-            ToolClass::Keyed,
-            ToolClass::Unsafe,
-        ];
+        let classes = ToolClass::ALL;
         assert_eq!(
             classes.map(ToolClass::as_str),
             ["read", "natural", "keyed", "unsafe"]
         );
         for class in classes {
+            assert_eq!(ToolClass::from_name(class.as_str()), Some(class));
             let recorded = ToolContract {
                 class,
                 ..contract()
@@ -217,6 +235,7 @@ mod tests {
             .is_recorded();
             assert_eq!(recorded, class != ToolClass::Read, "{}", class.as_str());
         }
+        assert_eq!(ToolClass::from_name("Keyed"), None, "names are exact");
     }
 
     #[test]

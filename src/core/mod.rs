@@ -14,6 +14,7 @@ pub mod fingerprint;
 pub mod input;
 pub mod key;
 pub mod machine;
+pub mod manual;
 pub mod operation;
 pub mod outcome;
 pub mod partition;

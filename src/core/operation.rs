@@ -34,19 +34,6 @@ impl UnknownCause {
         }
     }
 
-    /// Every cause, in a fixed order.
-    pub const ALL: [Self; 4] = [
-        Self::LeaseLapsed,
-        Self::HolderReported,
-        Self::EvidenceMismatch,
-        Self::ResourceChanged,
-    ];
-
-    /// The cause named `name` by [`as_str`](Self::as_str).
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|c| c.as_str() == name)
-    }
-
     /// What happened, in words for the person who now decides.
     pub fn explanation(self) -> &'static str {
         match self {
@@ -155,17 +142,6 @@ impl OpState {
         "released",
         "expired",
     ];
-
-    /// Why an event that turned `before` into `self` sent the operation to a person, if it did:
-    /// it is `manual` now and was not (or did not exist) before. Staying manual — a takeover,
-    /// a late report that settles nothing — is no move.
-    pub fn moved_to_manual(&self, before: Option<&OpState>) -> Option<UnknownCause> {
-        match (before, self) {
-            (Some(Self::Manual { .. }), _) => None,
-            (_, Self::Manual { cause, .. }) => Some(*cause),
-            _ => None,
-        }
-    }
 
     /// Whether the operation has finished for good (completed or definitely failed).
     pub fn is_terminal(&self) -> bool {
@@ -283,16 +259,15 @@ pub fn fixture(n: u8, state: OpState, queryable: bool) -> OperationRecord {
 mod tests {
     use super::*;
 
-    fn manual(cause: UnknownCause, operator: Option<&str>) -> OpState {
-        OpState::Manual {
-            cause,
-            operator: operator.map(str::to_owned),
-        }
-    }
-
     #[test]
-    fn cause_names_are_pinned_and_read_back() {
-        let names: Vec<&str> = UnknownCause::ALL.iter().map(|c| c.as_str()).collect();
+    fn cause_names_are_pinned_and_each_explained() {
+        let all = [
+            UnknownCause::LeaseLapsed,
+            UnknownCause::HolderReported,
+            UnknownCause::EvidenceMismatch,
+            UnknownCause::ResourceChanged,
+        ];
+        let names: Vec<&str> = all.iter().map(|c| c.as_str()).collect();
         assert_eq!(
             names,
             [
@@ -302,17 +277,14 @@ mod tests {
                 "resource_changed"
             ]
         );
-        for cause in UnknownCause::ALL {
-            assert_eq!(UnknownCause::from_name(cause.as_str()), Some(cause));
+        for cause in all {
             assert!(!cause.explanation().is_empty());
         }
-        assert_eq!(UnknownCause::from_name("manual"), None);
         // Each says its own thing.
-        assert!(
-            UnknownCause::LeaseLapsed
-                .explanation()
-                .contains("lease lapsed")
-        );
+        let lapsed = UnknownCause::LeaseLapsed.explanation();
+        assert!(lapsed.contains("lease lapsed"), "{lapsed}");
+        // Nothing else need have happened: a lease lapses by the clock alone.
+        assert!(!lapsed.contains("another claim"), "{lapsed}");
         assert!(
             UnknownCause::HolderReported
                 .explanation()
@@ -328,46 +300,5 @@ mod tests {
                 .explanation()
                 .contains("compensation")
         );
-    }
-
-    #[test]
-    fn given_a_state_when_an_event_makes_it_manual_then_that_is_a_move_with_its_cause() {
-        let processing = OpState::Processing {
-            lease_expires_at_ms: 5,
-        };
-        let unknown = OpState::OutcomeUnknown {
-            cause: UnknownCause::LeaseLapsed,
-        };
-        let lapsed = manual(UnknownCause::LeaseLapsed, None);
-        assert_eq!(
-            lapsed.moved_to_manual(Some(&processing)),
-            Some(UnknownCause::LeaseLapsed)
-        );
-        assert_eq!(
-            manual(UnknownCause::EvidenceMismatch, None).moved_to_manual(Some(&unknown)),
-            Some(UnknownCause::EvidenceMismatch)
-        );
-        // Created straight into a person's hands (a compensation of a changed resource).
-        assert_eq!(
-            manual(UnknownCause::ResourceChanged, None).moved_to_manual(None),
-            Some(UnknownCause::ResourceChanged)
-        );
-    }
-
-    #[test]
-    fn given_a_manual_state_when_it_stays_manual_or_leaves_then_nothing_moved() {
-        let lapsed = manual(UnknownCause::LeaseLapsed, None);
-        let taken = manual(UnknownCause::LeaseLapsed, Some("ops"));
-        assert_eq!(taken.moved_to_manual(Some(&lapsed)), None);
-        assert_eq!(lapsed.moved_to_manual(Some(&lapsed)), None);
-        let completed = OpState::Failed {
-            code: "declined".into(),
-        };
-        assert_eq!(completed.moved_to_manual(Some(&lapsed)), None);
-        assert_eq!(completed.moved_to_manual(None), None);
-        let processing = OpState::Processing {
-            lease_expires_at_ms: 5,
-        };
-        assert_eq!(processing.moved_to_manual(Some(&completed)), None);
     }
 }

@@ -13,7 +13,8 @@ use crate::core::decision::Decision;
 use crate::core::event::{self, EventBody, LoggedEvent, ReplyTo};
 use crate::core::key::{OperationId, ScopedHash};
 use crate::core::machine::RULES_VERSION;
-use crate::core::operation::{OpState, OperationRecord, UnknownCause};
+use crate::core::manual::ManualReason;
+use crate::core::operation::{OpState, OperationRecord};
 use crate::core::outcome::{OutcomeKind, classify};
 use crate::core::partition::PartitionState;
 use crate::log::model::LogRecord;
@@ -96,7 +97,7 @@ pub struct Applied {
     pub observed: Option<Observed>,
     /// Why it sent its operation to a person, if it did (the operation is `manual` after it
     /// and was not before).
-    pub moved_to_manual: Option<UnknownCause>,
+    pub moved_to_manual: Option<ManualReason>,
 }
 
 /// A folded batch: what to commit, and what each event decided.
@@ -252,7 +253,7 @@ pub fn fold_batch(
         // Every event of an operation that exists after it, refused ones too: an auditor
         // reading one operation's history wants its conflicting and late attempts as well.
         let moved_to_manual =
-            after.and_then(|r| r.state.moved_to_manual(current.as_ref().map(|c| &c.state)));
+            after.and_then(|r| ManualReason::of_move(current.as_ref().map(|c| &c.state), &r.state));
         if let Some(r) = after
             && deadlines == Deadlines::Indexed
         {

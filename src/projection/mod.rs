@@ -42,7 +42,8 @@ pub mod sled;
 
 use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::key::OperationId;
-use crate::core::operation::{OperationRecord, UnknownCause};
+use crate::core::manual::ManualReason;
+use crate::core::operation::OperationRecord;
 use crate::core::partition::PartitionState;
 use std::borrow::Cow;
 use std::path::PathBuf;
@@ -111,7 +112,7 @@ pub struct EventRef {
     /// that keeps history beside the record has none to carry over.
     pub creates: bool,
     /// Why the event sent the operation to a person, if it did.
-    pub moved_to_manual: Option<UnknownCause>,
+    pub moved_to_manual: Option<ManualReason>,
 }
 
 /// An entry of an operation's history, as the index holds it.
@@ -122,7 +123,7 @@ pub struct HistoryEntry {
     /// The code of the decision it got.
     pub decision: String,
     /// Why the event sent the operation to a person, if it did.
-    pub moved_to_manual: Option<UnknownCause>,
+    pub moved_to_manual: Option<ManualReason>,
 }
 
 /// Separates a decision's code from the cause of a move to `manual` in a history code.
@@ -132,7 +133,7 @@ impl HistoryEntry {
     /// The entry's code as stores and peers carry it: the decision's code, followed by
     /// `;moved_to_manual=<cause>` when the event sent the operation to a person (so stores and
     /// peer messages that hold one short text per event keep their format).
-    pub fn code(decision: &str, moved_to_manual: Option<UnknownCause>) -> Cow<'_, str> {
+    pub fn code(decision: &str, moved_to_manual: Option<ManualReason>) -> Cow<'_, str> {
         match moved_to_manual {
             None => Cow::Borrowed(decision),
             Some(cause) => Cow::Owned(format!("{decision}{MOVED_TO_MANUAL}{}", cause.as_str())),
@@ -141,10 +142,10 @@ impl HistoryEntry {
 
     /// The decision's code and the move to `manual` a [`code`](Self::code) holds; `None` if it
     /// names a cause this build does not know.
-    pub fn parse_code(code: &str) -> Option<(&str, Option<UnknownCause>)> {
+    pub fn parse_code(code: &str) -> Option<(&str, Option<ManualReason>)> {
         match code.split_once(MOVED_TO_MANUAL) {
             None => Some((code, None)),
-            Some((decision, cause)) => Some((decision, Some(UnknownCause::from_name(cause)?))),
+            Some((decision, cause)) => Some((decision, Some(ManualReason::from_name(cause)?))),
         }
     }
 }
@@ -152,7 +153,7 @@ impl HistoryEntry {
 /// History entries in memory, by operation and offset, each with its decision's code and its
 /// move to `manual`.
 pub(crate) type HistoryMap =
-    std::collections::BTreeMap<(OperationId, u64), (&'static str, Option<UnknownCause>)>;
+    std::collections::BTreeMap<(OperationId, u64), (&'static str, Option<ManualReason>)>;
 
 /// The first `limit` entries of `id` in `map`, oldest first.
 pub(crate) fn history_in(map: &HistoryMap, id: &OperationId, limit: usize) -> Vec<HistoryEntry> {

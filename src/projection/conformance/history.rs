@@ -3,7 +3,8 @@
 
 use super::{position, record};
 use crate::core::key::OperationId;
-use crate::core::operation::{OperationRecord, UnknownCause};
+use crate::core::manual::ManualReason;
+use crate::core::operation::OperationRecord;
 use crate::projection::{Changes, EventRef, HistoryEntry, ProjectionStore};
 
 /// An operation's events are listed by offset, oldest first, whatever order and commits they
@@ -170,7 +171,7 @@ pub async fn check_history_moves_to_manual(store: &dyn ProjectionStore) {
     let mut next = 0u64;
     // Every cause, with the record rewritten and without, and a long run of plain events in
     // between so later ones lie past what a record's value holds.
-    for (round, cause) in UnknownCause::ALL.into_iter().enumerate() {
+    for (round, cause) in ManualReason::ALL.into_iter().enumerate() {
         let rewrites = round % 2 == 0;
         let mut events = Vec::new();
         for _ in 0..20 {

@@ -15,7 +15,8 @@ use crate::core::contract::{ContractTerms, LossLevel, ToolClass};
 use crate::core::deadline::{Deadline, DeadlineKind};
 use crate::core::fingerprint::{FINGERPRINT_VERSION, Fingerprint};
 use crate::core::key::{OperationId, ScopedHash};
-use crate::core::operation::{OpState, OperationRecord, UnknownCause};
+use crate::core::manual::ManualReason;
+use crate::core::operation::{OpState, OperationRecord};
 use crate::core::partition::PartitionState;
 
 /// A record of operation `n`, created at `n` ms, at `version`.
@@ -337,7 +338,7 @@ pub async fn check_restart<S: ProjectionStore>(open: impl Fn() -> S, close: impl
             offset: 8,
             decision: "conflict",
             creates: false,
-            moved_to_manual: Some(UnknownCause::HolderReported),
+            moved_to_manual: Some(ManualReason::RecoveryGaveUp),
         }],
         ..Changes::default()
     };
@@ -356,7 +357,7 @@ pub async fn check_restart<S: ProjectionStore>(open: impl Fn() -> S, close: impl
         vec![HistoryEntry {
             offset: 8,
             decision: "conflict".into(),
-            moved_to_manual: Some(UnknownCause::HolderReported),
+            moved_to_manual: Some(ManualReason::RecoveryGaveUp),
         }]
     );
     assert_eq!(store.queue(1, 10, 10).expect("reads").items, vec![a]);

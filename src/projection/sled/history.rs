@@ -18,7 +18,8 @@ use super::layout::{
     push_history, record_key, split_value,
 };
 use crate::core::key::OperationId;
-use crate::core::operation::{OperationRecord, UnknownCause};
+use crate::core::manual::ManualReason;
+use crate::core::operation::OperationRecord;
 use crate::projection::{HistoryEntry, ProjectionError};
 use std::collections::BTreeMap;
 
@@ -30,7 +31,7 @@ pub(super) struct NewEvent {
     /// Whether the event created the operation (nothing was stored of it before).
     pub(super) creates: bool,
     /// Why it sent the operation to a person, if it did.
-    pub(super) moved_to_manual: Option<UnknownCause>,
+    pub(super) moved_to_manual: Option<ManualReason>,
 }
 
 impl NewEvent {

@@ -11,6 +11,7 @@ use crate::event::{
 };
 use crate::fingerprint::{Category, FINGERPRINT_VERSION, Fingerprint};
 use crate::key::{OperationId, ScopedHash};
+use crate::manual::ManualReason;
 use crate::operation::{OpState, OperationRecord, ReleaseCause, UnknownCause};
 
 mod claims;

@@ -191,3 +191,33 @@ fn given_a_definite_failure_when_an_operator_resolves_then_already_finished() {
         );
     }
 }
+
+#[test]
+fn given_an_unknown_outcome_when_an_operator_takes_over_then_the_takeover_moved_it() {
+    let mut s = Scenario::new(terms(ToolClass::Keyed, true));
+    let mut record = crate::operation::fixture(
+        3,
+        OpState::OutcomeUnknown {
+            cause: UnknownCause::HolderReported,
+        },
+        true,
+    );
+    record.scope = ScopedHash([3; 32]);
+    record.id = OperationId::for_scope(&record.scope);
+    s.record = Some(record);
+    let before = s.state().clone();
+    assert_eq!(s.when(10, take_over("ops-1", None)), Decision::Accepted);
+    assert_eq!(
+        s.state(),
+        &OpState::Manual {
+            cause: UnknownCause::HolderReported,
+            operator: Some("ops-1".into())
+        },
+        "the cause of the unknown stays"
+    );
+    assert_eq!(
+        ManualReason::of_move(Some(&before), s.state()),
+        Some(ManualReason::TakenOver),
+        "the reason for the move is the takeover, not the earlier cause"
+    );
+}

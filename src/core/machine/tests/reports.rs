@@ -207,8 +207,10 @@ fn given_a_recovery_lease_when_the_state_changes_then_old_evidence_is_refused() 
 fn given_an_external_system_that_never_answers_when_queries_run_out_then_a_person_decides() {
     let mut s = Scenario::claimed();
     let mut at = LEASE;
+    let mut before = s.state().clone();
     for _ in 0..crate::machine::recovery::RECOVERY_QUERIES_MAX {
         assert_eq!(s.when(at, start("r1")), Decision::Accepted);
+        before = s.state().clone();
         assert_eq!(
             s.when(at + 1, evidence("r1", inconclusive(None))),
             Decision::Accepted
@@ -221,6 +223,11 @@ fn given_an_external_system_that_never_answers_when_queries_run_out_then_a_perso
             cause: UnknownCause::LeaseLapsed,
             operator: None
         }
+    );
+    assert_eq!(
+        ManualReason::of_move(Some(&before), s.state()),
+        Some(ManualReason::RecoveryGaveUp),
+        "the history says recovery gave up, not that the lease lapsed"
     );
 }
 
