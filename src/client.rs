@@ -204,6 +204,20 @@ impl Client {
         operation(&value).ok_or_else(|| ClientError::Unexpected(value.to_string()))
     }
 
+    /// `GET path` (with its query), the answer's JSON as it came: for tools that show it, such
+    /// as `opledger ops`.
+    pub async fn get_json(&self, path: &str) -> Result<(u16, Value), ClientError> {
+        self.exchange(self.http.get(format!("{}{path}", self.base)))
+            .await
+    }
+
+    /// `POST path` with a JSON body, the answer's JSON as it came (a decision of `rejected`
+    /// included: it is an answer, not an error).
+    pub async fn post_json(&self, path: &str, body: &Value) -> Result<(u16, Value), ClientError> {
+        self.exchange(self.http.post(format!("{}{path}", self.base)).json(body))
+            .await
+    }
+
     async fn send(&self, request: reqwest::RequestBuilder) -> Result<Answer, ClientError> {
         let (_, value) = self.exchange(request).await?;
         answer(&value).ok_or_else(|| ClientError::Unexpected(value.to_string()))

@@ -141,6 +141,7 @@ pub async fn run(
         body_read_timeout: config.http.body_read_timeout,
         metrics: node.metrics.clone(),
         health: node.health(),
+        readiness: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -136,7 +136,7 @@ impl Metrics {
         let queue_cases = Gauge::default();
         registry.register(
             "queue_cases",
-            "Operations waiting for a person (outcome unknown or manual) at the last read of the queue: the cluster's, the same on every node",
+            "Operations waiting for a person (manual) at the last read of the queue: the cluster's, the same on every node",
             queue_cases.clone(),
         );
         let queue_read_at = Gauge::default();
@@ -154,7 +154,7 @@ impl Metrics {
         let queue_oldest = Family::<ToolLabels, Gauge<f64, AtomicU64>>::default();
         registry.register(
             "queue_oldest_age_seconds",
-            "How long the oldest operation of each tool has waited for a person",
+            "How long ago the oldest operation of each tool waiting for a person was requested (a takeover does not reset it)",
             queue_oldest.clone(),
         );
         Self {

@@ -163,8 +163,9 @@ async fn the_same_key_text_under_two_principals_is_two_operations_invisible_to_e
         (s, body["error"]["code"].as_str()),
         (404, Some("not_found"))
     );
+    // agent-a is an operator and auditor too, and those read any principal's operation.
     let (s, _) = server.get(TOKEN_A, &format!("/v1/operations/{idb}")).await;
-    assert_eq!(s, 404);
+    assert_eq!(s, 200);
     let (s, _) = server.complete(TOKEN_B, ida, "wa", "x").await;
     assert_eq!(s, 404, "another principal cannot report on it either");
     let (s, body) = server.get(TOKEN_A, &format!("/v1/operations/{ida}")).await;

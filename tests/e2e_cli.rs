@@ -209,7 +209,7 @@ fn the_readme_config_reference_passes_check_as_pasted() {
     std::fs::write(&path, block).expect("writes");
     let stdout = check_passes(&path);
     assert!(
-        stdout.contains("payments.charge: class keyed") && stdout.contains("1 principals"),
+        stdout.contains("payments.charge: class keyed") && stdout.contains("1 principal,"),
         "{stdout}"
     );
 }

@@ -148,11 +148,13 @@ async fn export_takes_a_date_refuses_a_tool_nobody_declared_and_filters_by_eithe
 #[test]
 fn a_reading_command_without_a_config_says_where_it_looked() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    for command in ["audit", "verify", "export"] {
+    for command in ["audit", "verify", "export", "rebuild"] {
         let out = Command::new(env!("CARGO_BIN_EXE_opledger"))
             .arg(command)
             .current_dir(tmp.path())
             .env_remove("OPLEDGER_CONFIG")
+            // Said whatever the log filter.
+            .env("OPLEDGER_LOG", "error")
             .output()
             .expect("runs opledger");
         let said = String::from_utf8_lossy(&out.stderr);
@@ -320,6 +322,9 @@ fn check_says_everything_at_once_and_init_writes_a_starting_file() {
             "[[tool]]\nname = \"v\"\nclass = \"idempotent\"\n",
             "[[principal]]\nid = \"p1\"\ntoken = \"long-enough-1\"\nroles = [\"king\"]\n",
             "[[principal]]\nid = \"p2\"\ntoken = \"long-enough-2\"\ntools = [\"nope\", \"x\"]\n",
+            "[[tool]]\nname = \"w\"\nclass = \"keyed\"\nlease = \"0s\"\naccept_unknown_risk = true\nstatus_url = \"http://x/status\"\n",
+            "[[tool]]\nname = \"w\"\nclass = \"keyd\"\n",
+            "[[principal]]\nid = \"p3\"\ntoken = \"long-enough-1\"\n",
         ),
     )
     .expect("writes");
@@ -336,6 +341,15 @@ fn check_says_everything_at_once_and_init_writes_a_starting_file() {
         "line 21: tool `v`: class = \"idempotent\"",
         "line 25: principal `p1`: role \"king\"",
         "line 29: principal `p2`: tools lists \"nope\",",
+        // The rules between settings, each on its own setting's line.
+        "line 33: tool `w`: lease must be longer than zero",
+        "line 34: tool `w`: accept_unknown_risk is only allowed with loss",
+        "line 34: tool `w`: accept_unknown_risk is only meaningful for class",
+        "line 35: tool `w`: status_url must contain",
+        // A second entry of a name is said even when it is wrong in itself too.
+        "line 37: tool `w` is declared twice",
+        "line 38: tool `w`: class = \"keyd\"",
+        "line 41: principal `p3`: shares its token",
     ];
     let mut at = 0;
     for w in wrong {
@@ -370,7 +384,7 @@ fn check_says_everything_at_once_and_init_writes_a_starting_file() {
     assert!(ok, "{said}{warned}");
     assert!(
         said.contains(
-            "payments.charge: class keyed, loss high, lease 30s, retention 2days, status query no, compensation none, fingerprint amount"
+            "payments.charge: class keyed, loss high, lease 30s, retention 48h, status query no, compensation none, fingerprint amount"
         ),
         "{said}"
     );

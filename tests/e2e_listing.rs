@@ -161,3 +161,93 @@ async fn operations_are_listed_newest_first_a_page_at_a_time_and_only_to_who_may
     );
     server.stop();
 }
+
+/// `GET /v1/tools`: an agent sees the tools it may claim with their effective contracts; an
+/// operator every declared tool; and an operator reads any principal's operation, an agent
+/// only its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_are_listed_with_their_contracts_and_operators_read_any_operation() {
+    use common::TOKEN_OPS;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(tmp.path());
+    let names = |v: &Value| -> Vec<String> {
+        v["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|t| t["name"].as_str().expect("name").to_owned())
+            .collect()
+    };
+    let (s, b_tools) = server.get(TOKEN_B, "/v1/tools").await;
+    assert_eq!(s, 200, "{b_tools}");
+    assert_eq!(names(&b_tools), ["payments.charge", "tickets.create"]);
+    assert_eq!(b_tools["count"], 2);
+    let charge_terms = &b_tools["items"][0];
+    assert_eq!(
+        charge_terms,
+        &json!({
+            "name": "payments.charge", "class": "keyed", "loss": "high",
+            "lease_ms": 30_000, "retention_ms": 48 * 3_600_000u64,
+            "queryable": true, "accept_unknown_risk": false,
+            "unknown_outcome": "recovery_asks", "compensation": null,
+            "fingerprint_categories": ["amount", "recipient", "body", "other"],
+            "required_fields": [], "may_claim": true,
+        })
+    );
+    let tickets = &b_tools["items"][1];
+    assert_eq!(
+        tickets["unknown_outcome"], "operator",
+        "keyed, no status query"
+    );
+
+    let (s, ops_tools) = server.get(TOKEN_OPS, "/v1/tools").await;
+    assert_eq!(s, 200, "{ops_tools}");
+    assert_eq!(
+        names(&ops_tools),
+        [
+            "messages.send",
+            "payments.charge",
+            "search.lookup",
+            "tickets.create"
+        ]
+    );
+    for tool in ops_tools["items"].as_array().expect("items") {
+        assert_eq!(tool["may_claim"], false, "no agent role: {tool}");
+        if tool["name"] == "search.lookup" {
+            assert_eq!(tool["unknown_outcome"], "not_recorded");
+        }
+    }
+    let (s, b) = common::send(server.raw().get(format!("{}/v1/tools", server.base))).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (401, Some("unauthenticated"))
+    );
+
+    // An operator reads another principal's operation; another agent does not.
+    let (_, c) = server
+        .claim(TOKEN_B, "tools-b-1", charge("w", "1", "c"))
+        .await;
+    let path = format!("/v1/operations/{}", c["operation_id"].as_str().expect("id"));
+    let (s, read) = server.get(TOKEN_OPS, &path).await;
+    assert_eq!(
+        (s, read["state"].as_str()),
+        (200, Some("processing")),
+        "{read}"
+    );
+    let (s, read) = server.get(TOKEN_A, &path).await;
+    assert_eq!(s, 200, "agent-a is an operator too: {read}");
+    let (_, own) = server
+        .claim(TOKEN_A, "tools-a-1", charge("w", "1", "c"))
+        .await;
+    let path = format!(
+        "/v1/operations/{}",
+        own["operation_id"].as_str().expect("id")
+    );
+    let (s, read) = server.get(TOKEN_B, &path).await;
+    assert_eq!(
+        (s, read["error"]["code"].as_str()),
+        (404, Some("not_found")),
+        "{read}"
+    );
+    server.stop();
+}

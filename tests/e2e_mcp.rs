@@ -169,3 +169,97 @@ async fn agents_over_mcp_get_one_side_effect_per_intended_call() {
     assert_eq!(refunds, 1);
     server.stop();
 }
+
+/// Runs `tests/mcp/call_once.py`: one call of `tool` through the gateway with the official SDK.
+fn call_once(python: &str, server: &Server, tool: &str, arguments: &str, key: &str) -> Value {
+    let output = Command::new(python)
+        .arg(format!("{ROOT}/tests/mcp/call_once.py"))
+        .arg(format!("{}/mcp", server.base))
+        .args([TOKEN_A, tool, arguments, key])
+        .output()
+        .expect("runs the agent");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the call failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("JSON ({e}): {stdout}"))
+}
+
+/// While a stdio upstream has not connected yet, `/readyz` says so and a call of its tool is
+/// `not_executed` and safe to retry (not "no tool named"); once it connects, the node is ready
+/// and the same call runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_while_its_upstream_connects_is_not_executed_and_readyz_waits_for_it() {
+    let python = mcp_python();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let effects = dir.path().join("effects.jsonl");
+    std::fs::write(&effects, "").expect("creates the effects file");
+    let gate = dir.path().join("gate");
+    // The upstream starts only once the test opens the gate: the window is the test's to hold.
+    let config = format!(
+        r#"
+[[mcp.upstream]]
+name = "pay"
+command = ["sh", "-c", "while [ ! -e '{gate}' ]; do sleep 0.05; done; exec '{python}' '{ROOT}/tests/mcp/pay_server.py' '{effects}'"]
+
+[[tool]]
+name = "pay.charge"
+class = "keyed"
+[tool.fingerprint]
+amount = ["amount"]
+recipient = ["customer"]
+"#,
+        gate = gate.display(),
+        effects = effects.display()
+    );
+    let server = Server::start_with(dir.path(), &config, &[]);
+    let readyz =
+        || async { common::send(server.raw().get(format!("{}/readyz", server.base))).await };
+    let (s, ready) = readyz().await;
+    assert_eq!(s, 503, "{ready}");
+    assert_eq!(ready["ready"], false);
+    assert_eq!(ready["checks"]["log"], "ok", "{ready}");
+    assert_eq!(ready["checks"]["partitions"], "ok", "{ready}");
+    assert_eq!(
+        ready["checks"]["mcp_upstreams"], "not connected: pay",
+        "{ready}"
+    );
+    let (s, _) = common::send(server.raw().get(format!("{}/healthz", server.base))).await;
+    assert_eq!(s, 200, "healthy, not ready");
+
+    let args = r#"{"amount": 5, "customer": "cus_wait"}"#;
+    let early = call_once(&python, &server, "pay.charge", args, "connecting-1");
+    assert_eq!(early["is_error"], true, "{early}");
+    assert_eq!(
+        early["meta"]["io.opledger/decision"], "not_executed",
+        "{early}"
+    );
+    assert_eq!(early["meta"]["io.opledger/retry-safe"], true, "{early}");
+    assert!(
+        early["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("still connecting")),
+        "{early}"
+    );
+    assert_eq!(std::fs::read_to_string(&effects).expect("effects"), "");
+
+    std::fs::write(&gate, "").expect("opens the gate");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (s, ready) = readyz().await;
+        if s == 200 {
+            assert_eq!(ready["checks"]["mcp_upstreams"], "ok", "{ready}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never ready: {ready}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ran = call_once(&python, &server, "pay.charge", args, "connecting-1");
+    assert_eq!(ran["is_error"], false, "{ran}");
+    assert_eq!(ran["meta"]["io.opledger/decision"], "execute", "{ran}");
+    let effects = std::fs::read_to_string(&effects).expect("effects");
+    assert_eq!(effects.lines().count(), 1, "{effects}");
+    server.stop();
+}

@@ -4,7 +4,6 @@
 use super::answer::{category_names, rfc3339};
 use super::error::ApiError;
 use super::{ApiState, auth};
-use crate::config::Role;
 use crate::core::key::OperationId;
 use crate::core::operation::{OpState, OperationRecord};
 use crate::ledger::LIST_LIMIT_MAX;
@@ -54,8 +53,7 @@ fn filter_of(
     query: ListQuery,
     principal: &crate::config::Principal,
 ) -> Result<(ListFilter, usize), ApiError> {
-    let sees_all =
-        principal.roles.contains(&Role::Operator) || principal.roles.contains(&Role::Auditor);
+    let sees_all = principal.oversees();
     if let Some(state) = &query.state
         && !OpState::NAMES.contains(&state.as_str())
     {

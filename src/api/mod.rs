@@ -10,11 +10,13 @@ mod history;
 mod listing;
 mod operator;
 mod rate;
+pub mod ready;
 mod reports;
 pub(crate) mod request;
 pub mod server;
 mod stall;
 pub mod tls;
+mod tools;
 
 pub use operator::{RECONCILIATION_ITEMS_MAX, reload_principals};
 
@@ -46,6 +48,8 @@ pub struct ApiState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Whether the node can take new work, for `/healthz`.
     pub health: Health,
+    /// What else `/readyz` asks (the MCP gateway's upstreams).
+    pub readiness: ready::Readiness,
 }
 
 /// Whether a node can take new work, or why not.
@@ -65,6 +69,7 @@ async fn healthz(State(state): State<Arc<ApiState>>) -> Response {
 pub fn router(state: Arc<ApiState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/readyz", get(ready::readyz))
         .route("/metrics", get(metrics))
         .route("/v1/operations", post(claim).get(listing::list))
         .route("/v1/operations/lookup", get(lookup))
@@ -78,6 +83,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/operations/{id}/takeover", post(take_over))
         .route("/v1/operations/{id}/resolve", post(resolve))
         .route("/v1/reconciliation", get(reconciliation))
+        .route("/v1/tools", get(tools::tools))
         .route("/v1/admin/reload", post(reload))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such endpoint") })
         .method_not_allowed_fallback(|| async {

@@ -28,14 +28,14 @@ pub fn check(path: &std::path::Path) -> anyhow::Result<()> {
         ),
     };
     println!(
-        "{}: ok — {log}, data_dir {}, listen {}{}, {}, {} principals, {} tools:",
+        "{}: ok — {log}, data_dir {}, listen {}{}, {}, {}, {}:",
         path.display(),
         config.data_dir.display(),
         config.listen,
         if config.tls.is_some() { " (TLS)" } else { "" },
         partitions_said(&config),
-        config.principals_by_token.len(),
-        config.tools.len(),
+        counted(config.principals_by_token.len(), "principal"),
+        counted(config.tools.len(), "tool"),
     );
     let mut tools: Vec<_> = config.tools.values().collect();
     tools.sort_by(|a, b| a.name.cmp(&b.name));
@@ -72,9 +72,24 @@ fn terms(tool: &opledger::core::contract::ToolContract) -> String {
     )
 }
 
-/// A duration in ms as the config writes it.
-fn duration(ms: u64) -> humantime::FormattedDuration {
-    humantime::format_duration(std::time::Duration::from_millis(ms))
+/// `n` things, in the singular for one.
+fn counted(n: usize, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
+}
+
+/// A duration in ms as the config writes it: in its largest whole unit (`48h`, `30s`).
+fn duration(ms: u64) -> String {
+    match ms {
+        0 => "0s".to_owned(),
+        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+        ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
+        ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
+        ms => format!("{ms}ms"),
+    }
 }
 
 /// Values that parse but are almost surely mistakes.

@@ -3,6 +3,8 @@
 
 mod audit;
 mod check;
+mod demo;
+mod ops;
 mod progress;
 mod serve;
 mod verify;
@@ -13,13 +15,21 @@ use opledger::config::Config;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// The version `--version` prints: the package's and the commit it was built from.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("OPLEDGER_COMMIT"),
+    ")"
+);
+
 /// opledger — the operation ledger for AI-agent side effects that must happen exactly once.
 ///
 /// Agents claim an operation (scoped key + request fingerprint) before a side effect, execute it
 /// only when told `execute`, and report the result; a timed-out agent asks again and learns what
 /// happened instead of guessing.
 #[derive(Parser)]
-#[command(name = "opledger", version, about, long_about = None)]
+#[command(name = "opledger", version = VERSION, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -198,6 +208,25 @@ enum Command {
         #[arg(long, env = "OPLEDGER_CONFIG", value_name = "FILE")]
         config: PathBuf,
     },
+    /// Work the operator queue over a node's HTTP API
+    ///
+    /// Example: `OPLEDGER_TOKEN=… opledger ops queue`, then `opledger ops show ID`,
+    /// `opledger ops takeover ID`, `opledger ops resolve ID not-executed`.
+    ///
+    /// List operations, read the operator queue and one operation's timeline, take over,
+    /// resolve and compensate, and see the tools' contracts — over the HTTP API of the node at
+    /// `--url` (OPLEDGER_URL), as the principal whose token is in OPLEDGER_TOKEN or the first
+    /// line of `--token-file`. Irreversible actions say what they will do and wait for `yes`
+    /// (or `--yes`).
+    Ops(ops::OpsArgs),
+    /// Print a shell's completion script
+    ///
+    /// Example: `opledger completions bash > ~/.local/share/bash-completion/completions/opledger`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Write a starting config file
     ///
     /// Writes the development default — the sample tools, one principal with every role and a
@@ -233,9 +262,9 @@ fn load(args: &ConfigArgs) -> anyhow::Result<(Config, Option<String>)> {
 fn load_for_reading(args: &ConfigArgs) -> anyhow::Result<Config> {
     let (config, _) = load(args)?;
     if args.config.is_none() && args.data_dir.is_none() {
-        tracing::info!(
-            data_dir = %config.data_dir.display(),
-            "no --config or --data-dir: reading the development default's data directory {}; point at another ledger with --config FILE (or OPLEDGER_CONFIG) or --data-dir DIR",
+        // Said on stderr whatever the log filter: it is the answer to "why is nothing here?".
+        eprintln!(
+            "opledger: no --config or --data-dir: reading the development default's data directory {}; point at another ledger with --config FILE (or OPLEDGER_CONFIG) or --data-dir DIR",
             config.data_dir.display()
         );
     }
@@ -290,13 +319,24 @@ pub fn main() -> ExitCode {
             },
         ),
         Command::Check { config } => check::check(&config),
+        Command::Ops(args) => ops::run(args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "opledger",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
         Command::Init { config } => check::init(&config),
         Command::Demo {
             agents,
             intents,
             seed,
             data_dir,
-        } => demo(
+        } => demo::demo(
             opledger::demo::DemoOptions {
                 agents,
                 intents,
@@ -342,52 +382,4 @@ fn said_once(error: &anyhow::Error) -> String {
         }
     }
     text
-}
-
-fn demo(options: opledger::demo::DemoOptions, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
-    opledger::telemetry::init(Some("warn"), opledger::telemetry::LogFormat::Text);
-    let temporary = data_dir.is_none();
-    let dir = data_dir.unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("opledger-demo-{}", uuid::Uuid::new_v4().simple()))
-    });
-    // Its counts would mix with the earlier run's, and its writes with another node's.
-    let config = dir.join(opledger::demo::CONFIG_FILE);
-    if dir.join("log").exists() || dir.join("projection").exists() || config.exists() {
-        anyhow::bail!(
-            "{} already holds a ledger or a config (an earlier demo's, or a node's): the demo would mix with it or overwrite it. Pass a new or empty --data-dir",
-            dir.display()
-        );
-    }
-    let kept = if temporary {
-        "removed afterwards; pass --data-dir DIR to keep it"
-    } else {
-        "kept afterwards"
-    };
-    eprintln!(
-        "opledger demo: {} agents x {} intents (seed {}), ledger in {} ({kept})",
-        options.agents,
-        options.intents,
-        options.seed,
-        dir.display()
-    );
-    let report = runtime()?.block_on(opledger::demo::run(&dir, options));
-    if temporary {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-    let report = report?;
-    println!("{}", opledger::demo::render(&report));
-    if !temporary {
-        println!(
-            "The demo's ledger is kept in {}. Its cases sent to an operator:\n  opledger export --config {} --state-now manual",
-            dir.display(),
-            config.display()
-        );
-    }
-    if report.second_side_effects > 0 {
-        anyhow::bail!(
-            "{} intents had a second side effect",
-            report.second_side_effects
-        );
-    }
-    Ok(())
 }

@@ -84,6 +84,7 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
             body_read_timeout: config.http.body_read_timeout,
             metrics: node.metrics.clone(),
             health: node.health(),
+            readiness: Default::default(),
         });
         if let Some(token) = &dev_token {
             print_dev_banner(addr, token, &config.data_dir);

@@ -463,6 +463,68 @@ mod tests {
         std::fs::write(path, text).expect("writes");
     }
 
+    /// The listing messages format 2 gained later, frozen on their own: a request with every
+    /// filter field, and an answer with one operation and the place its walk stopped at.
+    fn list_messages() -> (PeerRequest, PeerResponse) {
+        use crate::projection::listing::ListPosition;
+        let mut record = crate::projection::conformance::record(4, 3);
+        // The fixture was written when new operations got fingerprint rules version 1.
+        record.fingerprint.version = 1;
+        let request = PeerRequest::List {
+            partition: 6,
+            filter: ListFilter {
+                principal: Some("agent-a".into()),
+                tool: Some("payments.charge".into()),
+                state: Some("manual".into()),
+                since_ms: Some(1_700_000_000_000),
+                before: Some(ListPosition {
+                    created_at_ms: 1_700_000_500_000,
+                    id: record.id,
+                }),
+            },
+            limit: 50,
+        };
+        let response = PeerResponse::List(ListSlice {
+            stopped_at: Some(ListPosition::of(&record)),
+            items: vec![record],
+        });
+        (request, response)
+    }
+
+    const LIST_V2_HEX: &str = include_str!("../../schemas/fixtures/peer-messages-v2-list.hex");
+
+    #[test]
+    fn the_frozen_list_messages_still_decode_and_encode_the_same() {
+        let (request, response) = list_messages();
+        let lines: Vec<Vec<u8>> = LIST_V2_HEX
+            .lines()
+            .map(|l| hex::decode(l.trim()).expect("fixture is hex"))
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(decode::<PeerRequest>(&lines[0]).expect("decodes"), request);
+        assert_eq!(encode(&request), lines[0]);
+        assert_eq!(
+            decode::<PeerResponse>(&lines[1]).expect("decodes"),
+            response
+        );
+        assert_eq!(encode(&response), lines[1]);
+    }
+
+    #[test]
+    #[ignore = "writes the list messages' fixture once"]
+    fn write_list_fixture() {
+        let path = "schemas/fixtures/peer-messages-v2-list.hex";
+        let frozen = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(frozen.trim().is_empty(), "{path} is frozen");
+        let (request, response) = list_messages();
+        let text = format!(
+            "{}\n{}\n",
+            hex::encode(encode(&request)),
+            hex::encode(encode(&response))
+        );
+        std::fs::write(path, text).expect("writes");
+    }
+
     #[test]
     fn other_formats_and_garbage_are_refused_by_name() {
         let (requests, _) = messages();

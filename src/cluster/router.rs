@@ -78,6 +78,13 @@ impl Router {
         }))
     }
 
+    /// The partitions nobody answers for now: not served here, and no live owner announced.
+    pub fn unrouted(&self) -> Vec<u32> {
+        (0..self.partition_count())
+            .filter(|&p| self.partition(p).is_err())
+            .collect()
+    }
+
     /// This node's own service of `partition`, if it serves it (what peers may ask for).
     pub fn local(&self, partition: u32) -> Result<Arc<dyn Partition>, PartitionError> {
         match self.local.get(partition as usize) {

@@ -52,6 +52,11 @@ pub struct RateLimit {
 }
 
 impl Principal {
+    /// Whether it reads any principal's operations (an operator or an auditor does).
+    pub fn oversees(&self) -> bool {
+        self.roles.contains(&Role::Operator) || self.roles.contains(&Role::Auditor)
+    }
+
     /// Whether the principal may use a tool.
     pub fn may_use(&self, tool: &str) -> bool {
         self.tools.as_ref().is_none_or(|t| t.contains(tool))
@@ -75,6 +80,7 @@ pub(super) fn validate_principals(
 ) -> Result<HashMap<[u8; 32], Principal>, ConfigError> {
     let mut by_token = HashMap::new();
     let mut ids = HashSet::new();
+    let mut tokens = HashSet::new();
     let mut errors = Vec::new();
     for (index, p) in raw.into_iter().enumerate() {
         let invalid = |key: &'static str, m: String| {
@@ -102,6 +108,15 @@ pub(super) fn validate_principals(
         }
         let before = errors.len();
         let hash = token_of(&p).map_err(|(key, m)| errors.push(invalid(key, m)));
+        // Said whether or not either entry is valid otherwise.
+        if let Ok(hash) = hash
+            && !tokens.insert(hash)
+        {
+            errors.push(invalid(
+                "token",
+                "shares its token with another principal".into(),
+            ));
+        }
         let roles = roles_of(&p).map_err(|m| errors.push(invalid("roles", m)));
         let grants = grants_of(&p, tools, upstreams).map_err(|m| errors.push(invalid("tools", m)));
         let rate = rate_of(&p).map_err(|(key, m)| errors.push(invalid(key, m)));
@@ -120,12 +135,7 @@ pub(super) fn validate_principals(
             tool_prefixes,
             rate,
         };
-        if by_token.insert(hash, principal).is_some() {
-            errors.push(invalid(
-                "token",
-                "shares its token with another principal".into(),
-            ));
-        }
+        by_token.insert(hash, principal);
     }
     if errors.is_empty() {
         Ok(by_token)

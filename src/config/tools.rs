@@ -13,20 +13,23 @@ pub(super) fn validate_tools(
     let mut entries = Vec::new();
     let mut errors = Vec::new();
     // A compensation may name a tool whose own entry is wrong: that one error is enough.
-    let declared: std::collections::HashSet<String> = raw.iter().map(|t| t.name.clone()).collect();
+    let mut declared = std::collections::HashSet::new();
     for (index, t) in raw.into_iter().enumerate() {
         let name = t.name.clone();
+        // Said whether or not either entry is valid otherwise.
+        let twice = !declared.insert(name.clone());
+        if twice {
+            errors.push(ConfigError::invalid(
+                Setting::Entry("tool", index, "name".into()),
+                format!("tool `{name}` is declared twice"),
+            ));
+        }
         match validate_tool(index, t) {
-            Ok(contract) => {
-                if tools.insert(name.clone(), contract).is_some() {
-                    errors.push(ConfigError::invalid(
-                        Setting::Entry("tool", index, "name".into()),
-                        format!("tool `{name}` is declared twice"),
-                    ));
-                } else {
-                    entries.push((index, name));
-                }
+            Ok(contract) if !twice => {
+                tools.insert(name.clone(), contract);
+                entries.push((index, name));
             }
+            Ok(_) => {}
             Err(e) => errors.push(e),
         }
     }
@@ -147,8 +150,8 @@ fn validate_tool(index: usize, t: RawTool) -> Result<ToolContract, ConfigError> 
             format!("tool `{name}`: fingerprint, ignore or required: {e}"),
         ));
     }
-    let (Some(class), Some(loss), Some(lease_ms), Some(retention_ms), true) =
-        (class, loss, lease_ms, retention_ms, errors.is_empty())
+    let (Some(class), Some(loss), Some(lease_ms), Some(retention_ms)) =
+        (class, loss, lease_ms, retention_ms)
     else {
         return Err(ConfigError::all(errors));
     };
@@ -163,10 +166,19 @@ fn validate_tool(index: usize, t: RawTool) -> Result<ToolContract, ConfigError> 
         accept_unknown_risk: t.accept_unknown_risk,
         fingerprint: spec,
     };
-    contract
-        .validate()
-        .map_err(|e| invalid("", e.to_string()))?;
-    Ok(contract)
+    // The rules between settings, judged once the settings themselves read.
+    if let Err(broken) = contract.validate() {
+        errors.extend(
+            broken
+                .into_iter()
+                .map(|e| invalid(e.setting(), e.to_string())),
+        );
+    }
+    if errors.is_empty() {
+        Ok(contract)
+    } else {
+        Err(ConfigError::all(errors))
+    }
 }
 
 /// A duration setting of a tool in ms, or what is wrong with it.

@@ -121,24 +121,41 @@ pub enum ContractError {
     StatusUrlWithoutId(String),
 }
 
+impl ContractError {
+    /// The config setting the rule is about, as `[[tool]]` spells it.
+    pub fn setting(&self) -> &'static str {
+        match self {
+            Self::ZeroLease(_) => "lease",
+            Self::RiskOnHighLoss(_) | Self::RiskOnSafeClass(_) => "accept_unknown_risk",
+            Self::StatusUrlWithoutId(_) => "status_url",
+        }
+    }
+}
+
 impl ToolContract {
-    /// Checks the contract's internal consistency.
-    pub fn validate(&self) -> Result<(), ContractError> {
+    /// Checks the contract's internal consistency: every rule it breaks, in a fixed order.
+    pub fn validate(&self) -> Result<(), Vec<ContractError>> {
+        let name = || self.name.clone();
+        let mut broken = Vec::new();
         if self.lease_ms == 0 {
-            return Err(ContractError::ZeroLease(self.name.clone()));
+            broken.push(ContractError::ZeroLease(name()));
         }
         if self.accept_unknown_risk && self.loss == LossLevel::High {
-            return Err(ContractError::RiskOnHighLoss(self.name.clone()));
+            broken.push(ContractError::RiskOnHighLoss(name()));
         }
         if self.accept_unknown_risk && self.class != ToolClass::Unsafe {
-            return Err(ContractError::RiskOnSafeClass(self.name.clone()));
+            broken.push(ContractError::RiskOnSafeClass(name()));
         }
         if let Some(url) = &self.status_url
             && !url.contains("{operation_id}")
         {
-            return Err(ContractError::StatusUrlWithoutId(self.name.clone()));
+            broken.push(ContractError::StatusUrlWithoutId(name()));
         }
-        Ok(())
+        if broken.is_empty() {
+            Ok(())
+        } else {
+            Err(broken)
+        }
     }
 
     /// Whether claims for this tool are recorded at all (`read` tools are not).
@@ -276,23 +293,43 @@ mod tests {
     #[test]
     fn given_inconsistent_contracts_when_validated_then_each_is_rejected_with_its_reason() {
         assert_eq!(contract().validate(), Ok(()));
+        let one = |c: ToolContract| c.validate().map_err(|mut e| (e.len(), e.remove(0)));
         let mut c = contract();
         c.lease_ms = 0;
-        assert_eq!(c.validate(), Err(ContractError::ZeroLease("t".into())));
+        assert_eq!(one(c), Err((1, ContractError::ZeroLease("t".into()))));
         let mut c = contract();
         c.loss = LossLevel::High;
-        assert_eq!(c.validate(), Err(ContractError::RiskOnHighLoss("t".into())));
+        assert_eq!(one(c), Err((1, ContractError::RiskOnHighLoss("t".into()))));
         let mut c = contract();
         c.class = ToolClass::Keyed;
-        assert_eq!(
-            c.validate(),
-            Err(ContractError::RiskOnSafeClass("t".into()))
-        );
+        assert_eq!(one(c), Err((1, ContractError::RiskOnSafeClass("t".into()))));
         let mut c = contract();
         c.status_url = Some("http://x/status".into());
         assert_eq!(
-            c.validate(),
-            Err(ContractError::StatusUrlWithoutId("t".into()))
+            one(c),
+            Err((1, ContractError::StatusUrlWithoutId("t".into())))
+        );
+    }
+
+    #[test]
+    fn given_a_contract_breaking_every_rule_then_each_is_named_with_its_setting() {
+        let c = ToolContract {
+            lease_ms: 0,
+            class: ToolClass::Keyed,
+            loss: LossLevel::High,
+            status_url: Some("http://x/status".into()),
+            ..contract()
+        };
+        let broken = c.validate().expect_err("inconsistent");
+        let settings: Vec<&str> = broken.iter().map(ContractError::setting).collect();
+        assert_eq!(
+            settings,
+            [
+                "lease",
+                "accept_unknown_risk",
+                "accept_unknown_risk",
+                "status_url"
+            ]
         );
     }
 }

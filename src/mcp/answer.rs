@@ -78,6 +78,22 @@ pub(super) fn unavailable() -> CallToolResult {
     )
 }
 
+/// The answer to a call under an upstream's name before that upstream has ever connected:
+/// nobody knows its tools yet, nothing was done, and the same call may be made again.
+pub(super) fn connecting(upstream: &str) -> CallToolResult {
+    let mut result = refusal(
+        "not_executed",
+        None,
+        &format!(
+            "The tool's server (upstream `{upstream}`) is still connecting; nothing was done. Retry the same call in a few seconds."
+        ),
+    );
+    if let Some(meta) = result.meta.as_mut() {
+        meta.insert(META_RETRY_SAFE.into(), json!(true));
+    }
+    result
+}
+
 /// The answer when an idempotent tool's outcome is unknown: its key was released, so the
 /// same call may simply be made again.
 pub(super) fn retry_safe(id: OperationId) -> CallToolResult {

@@ -11,6 +11,7 @@ mod catalog;
 mod execute;
 pub mod key;
 mod server;
+mod session;
 pub mod upstream;
 
 pub use server::Gateway;

@@ -6,14 +6,11 @@ use super::answer;
 use super::call::{self, Call, CallRefused};
 use super::catalog::{self, Hints};
 use super::key::{META_KEY, META_RUN_ID, Scope};
+use super::session;
 use super::upstream::{ToolServer, Upstream};
 use crate::api::ApiState;
-use crate::api::auth::authenticate;
-use crate::api::error::ApiError;
-use crate::api::request::whole;
-use crate::config::{McpSettings, Principal, Role};
+use crate::config::{McpSettings, Principal};
 use crate::core::contract::{ToolClass, ToolContract};
-use axum::http::StatusCode;
 use axum::http::request::Parts;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -34,22 +31,14 @@ pub const META_CLASS: &str = "io.opledger/class";
 
 /// The running gateway: its upstreams (kept connected) and what calls need.
 pub struct Gateway {
-    state: Arc<ApiState>,
+    pub(super) state: Arc<ApiState>,
     settings: McpSettings,
     upstreams: Vec<Arc<Upstream>>,
     streams: CancellationToken,
     /// Which principal opened each MCP session: a session id is no bearer credential, so
     /// another principal presenting it is told the session does not exist.
-    sessions: Mutex<HashMap<String, (String, Instant)>>,
+    pub(super) sessions: Mutex<HashMap<String, (String, Instant)>>,
 }
-
-/// Sessions remembered at most (a session not remembered is refused: its client starts a new
-/// one, or uses the stateless protocol).
-const SESSIONS_MAX: usize = 100_000;
-/// Sessions one principal keeps at most.
-const SESSIONS_PER_PRINCIPAL: usize = 1_000;
-/// How long an unused session is remembered (the SDK closes one after 5 idle minutes).
-const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(600);
 
 impl Gateway {
     /// Starts keeping every upstream connected until `stop` is cancelled. `streams` ends the
@@ -69,6 +58,21 @@ impl Gateway {
         for upstream in &upstreams {
             tokio::spawn(upstream.clone().supervise(stop.child_token()));
         }
+        let watched = upstreams.clone();
+        state.readiness.add(
+            "mcp_upstreams",
+            Arc::new(move || {
+                let down: Vec<&str> = watched
+                    .iter()
+                    .filter(|u| !u.connected())
+                    .map(|u| u.settings.name.as_str())
+                    .collect();
+                match down.as_slice() {
+                    [] => Ok(()),
+                    _ => Err(format!("not connected: {}", down.join(", "))),
+                }
+            }),
+        );
         Arc::new(Self {
             state,
             settings,
@@ -93,7 +97,7 @@ impl Gateway {
                 config,
             );
         axum::Router::new().nest_service("/mcp", service).layer(
-            axum::middleware::from_fn_with_state(self.clone(), authenticate_agent),
+            axum::middleware::from_fn_with_state(self.clone(), session::authenticate_agent),
         )
     }
 
@@ -103,6 +107,14 @@ impl Gateway {
         let upstream = self.upstreams.iter().find(|u| u.settings.name == prefix)?;
         let tool = upstream.tools().iter().find(|t| t.name == name)?.clone();
         Some((upstream.clone(), tool))
+    }
+
+    /// The upstream an exposed name falls under, if it has not listed its tools yet.
+    fn first_connecting(&self, exposed: &str) -> Option<&Arc<Upstream>> {
+        let (prefix, _) = exposed.split_once('.')?;
+        self.upstreams
+            .iter()
+            .find(|u| u.settings.name == prefix && u.connecting())
     }
 
     fn contract(&self, upstream: &Upstream, exposed: &str, tool: &Tool) -> ToolContract {
@@ -120,104 +132,6 @@ impl Gateway {
             hints,
             upstream.settings.call_timeout,
         )
-    }
-}
-
-/// Every request to `/mcp` carries an agent's bearer token, as on the HTTP API: 401 without a
-/// known one, 403 without the agent role. A session belongs to the principal that opened it.
-/// The principal travels in the request's extensions.
-async fn authenticate_agent(
-    axum::extract::State(gateway): axum::extract::State<Arc<Gateway>>,
-    mut request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let principal = match authenticate(&gateway.state.principals, request.headers()) {
-        Ok(p) => p,
-        Err(e) => return e.into_response(),
-    };
-    if !principal.roles.contains(&Role::Agent) {
-        return ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "the MCP gateway needs the agent role",
-        )
-        .into_response();
-    }
-    let session = request
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    if let Some(id) = &session {
-        let mut sessions = gateway.sessions_of();
-        match sessions.get_mut(id) {
-            Some((owner, used)) if *owner == principal.id => *used = Instant::now(),
-            _ => {
-                return ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    "not_found",
-                    "no such MCP session: start a new one",
-                )
-                .into_response();
-            }
-        }
-    }
-    let closing = request.method() == axum::http::Method::DELETE;
-    let id = principal.id.clone();
-    request.extensions_mut().insert(principal);
-    if request.method() == axum::http::Method::POST {
-        // Read before the SDK does, under the API's rules: JSON 400/408/413 as the API answers
-        // them, not the SDK's plain-text 500, and no slow sender holds a request.
-        request = match whole(request, &gateway.state).await {
-            Ok(request) => request,
-            Err(e) => return e.into_response(),
-        };
-    }
-    let response = next.run(request).await;
-    match (&session, response.headers().get("mcp-session-id")) {
-        (Some(closed), _) if closing && response.status().is_success() => {
-            gateway.sessions_of().remove(closed);
-        }
-        (None, Some(opened)) => {
-            if let Ok(opened) = opened.to_str() {
-                gateway.remember(opened, id);
-            }
-        }
-        _ => {}
-    }
-    response
-}
-
-impl Gateway {
-    fn sessions_of(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, Instant)>> {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Records that `principal` opened session `id`. Sessions unused for longer than the SDK
-    /// keeps them are forgotten; a principal keeps at most [`SESSIONS_PER_PRINCIPAL`] (its
-    /// least recently used goes first), so no agent can push another's sessions out.
-    fn remember(&self, id: &str, principal: String) {
-        let mut sessions = self.sessions_of();
-        if sessions.len() >= SESSIONS_MAX {
-            sessions.retain(|_, (_, used)| used.elapsed() < SESSION_IDLE);
-        }
-        let own: Vec<(&String, &Instant)> = sessions
-            .iter()
-            .filter(|(_, (owner, _))| *owner == principal)
-            .map(|(sid, (_, used))| (sid, used))
-            .collect();
-        if own.len() >= SESSIONS_PER_PRINCIPAL
-            && let Some(oldest) = own
-                .iter()
-                .min_by_key(|(_, used)| **used)
-                .map(|(sid, _)| (*sid).clone())
-        {
-            sessions.remove(&oldest);
-        }
-        if sessions.len() < SESSIONS_MAX {
-            sessions.insert(id.to_owned(), (principal, Instant::now()));
-        }
     }
 }
 
@@ -321,7 +235,12 @@ impl ServerHandler for Handler {
         if !principal.may_use(&exposed) {
             return Err(unknown());
         }
-        let (upstream, tool) = self.0.resolve(&exposed).ok_or_else(unknown)?;
+        let Some((upstream, tool)) = self.0.resolve(&exposed) else {
+            return match self.0.first_connecting(&exposed) {
+                Some(upstream) => Ok(answer::connecting(&upstream.settings.name).into()),
+                None => Err(unknown()),
+            };
+        };
         let contract = self.0.contract(&upstream, &exposed, &tool);
         let arguments = request.arguments.unwrap_or_default();
         if !contract.is_recorded() {

@@ -1,12 +1,14 @@
 //! One upstream MCP server: started (stdio) or reached (Streamable HTTP), its tools listed, and
-//! reconnected when it goes away. The node keeps serving while an upstream is down: its tools
-//! are then simply not listed, and a call to one is refused as unknown.
+//! reconnected when it goes away. The node keeps serving while an upstream is down: the tools
+//! it listed last stay listed, and a call of one is answered `not_executed`; before it has
+//! listed any, a call under its name is answered `not_executed` too (it is still connecting).
 
 use crate::config::{UpstreamSettings, UpstreamTransport};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorCode, Tool};
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ServiceExt, service::ClientCacheConfig};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -18,6 +20,9 @@ pub(super) struct Upstream {
     pub settings: UpstreamSettings,
     peer: RwLock<Option<Peer<RoleClient>>>,
     tools: RwLock<Arc<Vec<Tool>>>,
+    /// Whether it has listed its tools at least once: until then nobody knows which tools it
+    /// has, and a call of one of its names is "still connecting", not "no such tool".
+    listed: AtomicBool,
 }
 
 impl ToolServer for Upstream {
@@ -76,7 +81,22 @@ impl Upstream {
             settings,
             peer: RwLock::new(None),
             tools: RwLock::new(Arc::default()),
+            listed: AtomicBool::new(false),
         })
+    }
+
+    /// Whether it has never listed its tools yet (it is still connecting for the first time).
+    pub fn connecting(&self) -> bool {
+        !self.listed.load(Ordering::Acquire)
+    }
+
+    /// Whether it is connected now.
+    pub fn connected(&self) -> bool {
+        self.peer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|peer| !peer.is_transport_closed())
     }
 
     /// The tools it listed last.
@@ -150,6 +170,7 @@ impl Upstream {
                 Ok((service, tools)) => {
                     tracing::info!(upstream = %name, tools = tools.len(), "MCP upstream connected");
                     *self.tools.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(tools);
+                    self.listed.store(true, Ordering::Release);
                     *self.peer.write().unwrap_or_else(|p| p.into_inner()) =
                         Some(service.peer().clone());
                     let since = std::time::Instant::now();

@@ -44,11 +44,12 @@ pub async fn refresh(ledger: Arc<Ledger>, metrics: Arc<Metrics>, mut stop: watch
 }
 
 /// Each tool's cases among `records` at `now_ms`: how many, and how long the oldest has waited
-/// (since its last change, when it started waiting for a person).
+/// since it was requested — a measure nothing resets (a takeover changes a record, so a case
+/// someone took over and forgot still trips the alert).
 pub fn cases_by_tool(records: &[OperationRecord], now_ms: u64) -> Vec<QueueCases> {
     let mut by_tool: BTreeMap<&str, QueueCases> = BTreeMap::new();
     for record in records {
-        let waited = now_ms.saturating_sub(record.updated_at_ms) as f64 / 1000.0;
+        let waited = now_ms.saturating_sub(record.created_at_ms) as f64 / 1000.0;
         let cases = by_tool.entry(&record.tool).or_insert_with(|| QueueCases {
             tool: record.tool.clone(),
             depth: 0,
@@ -66,10 +67,12 @@ mod tests {
 
     #[test]
     fn cases_are_counted_per_tool_with_the_oldest_wait() {
-        let record = |tool: &str, updated_at_ms| {
+        let record = |tool: &str, created_at_ms| {
             let mut r = crate::projection::conformance::record(1, 1);
             r.tool = tool.to_owned();
-            r.updated_at_ms = updated_at_ms;
+            r.created_at_ms = created_at_ms;
+            // Taken over just now: the wait is still counted from the request.
+            r.updated_at_ms = 10_000;
             r
         };
         let records = [record("b", 9_000), record("a", 4_000), record("b", 1_000)];

@@ -19,16 +19,21 @@ pub fn redacted_fields(body: &EventBody) -> Value {
         // A variant without fields serialises as its bare name (and plain data cannot fail).
         _ => json!({}),
     };
-    redact(&mut value);
+    redact(&mut value, true);
     value
 }
 
 /// Rewrites, anywhere in `value`, a fingerprint as `{version, categories, summary}`, an
-/// operation id (16 numbers) as its text and a result's content as `{bytes, withheld}`.
-fn redact(value: &mut Value) {
+/// operation id (16 numbers) as its text and a result's content as `{bytes, withheld}`; at the
+/// event's own level (`top`), its enum fields as the API spells them. A result's headers are
+/// the tool's data, shown as they came.
+fn redact(value: &mut Value, top: bool) {
     match value {
         Value::Object(map) => {
             for (key, inner) in map.iter_mut() {
+                if key == "headers" {
+                    continue;
+                }
                 if ["parent", "original"].contains(&key.as_str())
                     && let Ok(id) = serde_json::from_value::<[u8; 16]>(inner.clone())
                 {
@@ -45,8 +50,9 @@ fn redact(value: &mut Value) {
                     });
                     continue;
                 }
-                // Enum variants as the API spells them (`not_executed`, `not_accepted`).
-                if ["outcome", "kind"].contains(&key.as_str()) {
+                // The resolution's outcome and the failure's kind as the API spells them
+                // (`not_executed`, `not_accepted`).
+                if top && ["outcome", "kind"].contains(&key.as_str()) {
                     snake_variant(inner);
                 }
                 if key == "body"
@@ -61,10 +67,10 @@ fn redact(value: &mut Value) {
                     };
                     continue;
                 }
-                redact(inner);
+                redact(inner, false);
             }
         }
-        Value::Array(items) => items.iter_mut().for_each(redact),
+        Value::Array(items) => items.iter_mut().for_each(|item| redact(item, false)),
         _ => {}
     }
 }
@@ -151,7 +157,7 @@ mod tests {
         // Inside arrays too, wherever an event puts them.
         let id = vec![6u8; 16];
         let mut nested = json!([{ "parent": id }]);
-        redact(&mut nested);
+        redact(&mut nested, true);
         assert_eq!(nested[0]["parent"], OperationId([6; 16]).to_string());
     }
 
@@ -243,5 +249,36 @@ mod tests {
         let mut two = json!({"A": 1, "B": 2});
         snake_variant(&mut two);
         assert_eq!(two, json!({"A": 1, "B": 2}));
+    }
+
+    #[test]
+    fn a_results_headers_are_the_tools_data_and_shown_as_they_came() {
+        use crate::event::{BusinessResult, Completion, Transition};
+        let headers: std::collections::BTreeMap<String, String> = [
+            ("kind", "ChargeCreated"),
+            ("outcome", "AuthOK"),
+            ("fingerprint", "Keep"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let completed = EventBody::Completed(Completion {
+            by: Transition {
+                holder: "w".into(),
+                expected_version: None,
+            },
+            result: BusinessResult {
+                resource_ref: "ch_1".into(),
+                status: 201,
+                headers: headers.clone(),
+                body: None,
+            },
+        });
+        let fields = redacted_fields(&completed);
+        assert_eq!(
+            fields["result"]["headers"],
+            serde_json::to_value(&headers).expect("serialises"),
+            "{fields}"
+        );
     }
 }
