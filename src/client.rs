@@ -145,12 +145,27 @@ pub enum ClientError {
 }
 
 impl Client {
-    /// A client of the node at `base` (`http://host:port`) with bearer `token`.
+    /// A client of the node at `base` (`http://host:port`, or `https://` with the system's
+    /// roots) with bearer `token`.
     pub fn new(base: &str, token: &str) -> Self {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .build()
-            .unwrap_or_default();
+        let http = Self::http().build().unwrap_or_default();
+        Self::with_http(base, token, http)
+    }
+
+    /// Like [`new`](Self::new), also trusting the PEM certificates in `pem` (a node with a
+    /// certificate of its own CA, or a self-signed one).
+    pub fn with_roots(base: &str, token: &str, pem: &[u8]) -> Result<Self, ClientError> {
+        let roots = reqwest::Certificate::from_pem_bundle(pem)
+            .map_err(|e| ClientError::Unexpected(format!("not PEM certificates: {e}")))?;
+        let http = Self::http().tls_certs_merge(roots).build()?;
+        Ok(Self::with_http(base, token, http))
+    }
+
+    fn http() -> reqwest::ClientBuilder {
+        reqwest::Client::builder().timeout(Duration::from_secs(30))
+    }
+
+    fn with_http(base: &str, token: &str, http: reqwest::Client) -> Self {
         Self {
             base: base.trim_end_matches('/').to_owned(),
             token: token.to_owned(),
@@ -230,7 +245,14 @@ impl Client {
     ) -> Result<(u16, Value), ClientError> {
         let response = request.bearer_auth(&self.token).send().await?;
         let status = response.status().as_u16();
-        let value: Value = response.json().await?;
+        let bytes = response.bytes().await?;
+        // A proxy's page, or nothing: the API always answers JSON.
+        let value: Value = serde_json::from_slice(&bytes).map_err(|_| {
+            ClientError::Unexpected(format!(
+                "HTTP {status} with {} bytes that are not the API's JSON (is the URL the node's?)",
+                bytes.len()
+            ))
+        })?;
         if let Some(error) = value.get("error") {
             let text = |k: &str| error[k].as_str().unwrap_or_default().to_owned();
             return Err(ClientError::Refused {
@@ -239,6 +261,12 @@ impl Client {
                 message: text("message"),
                 retriable: error["retriable"].as_bool().unwrap_or(false),
             });
+        }
+        // Only a decision (a 409 `rejected`, say) may come with a status that is not a success.
+        if !(200..300).contains(&status) && value.get("decision").is_none() {
+            return Err(ClientError::Unexpected(format!(
+                "HTTP {status} without the API's error or decision"
+            )));
         }
         Ok((status, value))
     }

@@ -223,7 +223,7 @@ recipient = ["customer"]
     assert_eq!(ready["checks"]["log"], "ok", "{ready}");
     assert_eq!(ready["checks"]["partitions"], "ok", "{ready}");
     assert_eq!(
-        ready["checks"]["mcp_upstreams"], "not connected: pay",
+        ready["checks"]["mcp_upstreams"], "still connecting: pay",
         "{ready}"
     );
     let (s, _) = common::send(server.raw().get(format!("{}/healthz", server.base))).await;

@@ -79,7 +79,9 @@ async fn an_operator_settles_a_case_from_the_terminal() {
     let shown = stdout(&out);
     assert!(shown.starts_with("REQUESTED"), "{shown}");
     assert!(
-        shown.contains(&id) && shown.contains("take it over") && shown.contains("1 waiting"),
+        shown.contains(&id)
+            && shown.contains("take it over")
+            && shown.contains("1 shown of 1 waiting"),
         "{shown}"
     );
     let out = ops(&server, TOKEN_A, &["queue", "--json"], "");
@@ -224,6 +226,80 @@ async fn an_operator_settles_a_case_from_the_terminal() {
         "not granted to agent-b: {shown}"
     );
     server.stop();
+}
+
+/// What is not the node's API is never taken for an answer: a wrong `--url` path, a proxy's
+/// page, an id with URL syntax in it; a closed pipe is no crash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_that_are_not_the_apis_are_refused_by_exit_code() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(tmp.path());
+    let with_url = |url: &str, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_opledger"))
+            .arg("ops")
+            .args(args)
+            .args(["--url", url])
+            .env("OPLEDGER_TOKEN", TOKEN_A)
+            .output()
+            .expect("runs")
+    };
+    let out = with_url(&format!("{}/prefix", server.base), &["queue"]);
+    assert_eq!(code(&out), 1, "a route the node lacks: {}", stderr(&out));
+    assert!(stderr(&out).contains("--url"), "{}", stderr(&out));
+    let out = with_url("127.0.0.1:7070", &["queue"]);
+    assert_eq!(code(&out), 2, "no scheme: {}", stderr(&out));
+    // An id is one path segment: `?` and `/` in it name no other resource.
+    let (_, c) = server
+        .claim(TOKEN_A, "ops-seg-1", common::charge("w", "1", "c"))
+        .await;
+    let id = c["operation_id"].as_str().expect("id");
+    let out = ops(&server, TOKEN_A, &["show", &format!("{id}?x")], "");
+    assert_eq!(code(&out), 4, "{}", stdout(&out));
+    let out = ops(&server, TOKEN_A, &["show", &format!("{id}/history")], "");
+    assert_eq!(code(&out), 4, "{}", stdout(&out));
+    // The principal is shown, and not-executed takes no result.
+    let out = ops(&server, TOKEN_A, &["show", id], "");
+    assert!(
+        stdout(&out).contains("principal agent-a"),
+        "{}",
+        stdout(&out)
+    );
+    let out = ops(
+        &server,
+        TOKEN_A,
+        &["resolve", id, "not-executed", "--status", "200"],
+        "",
+    );
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    // A reader that goes away early.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_opledger"))
+        .args(["completions", "zsh"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("runs");
+    drop(child.stdout.take());
+    assert_eq!(child.wait().expect("waits").code(), Some(0));
+    server.stop();
+
+    // A proxy answering 502 with a page of its own, then nothing there at all.
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let url = format!("http://{}", proxy.local_addr().expect("address"));
+    let page = std::thread::spawn(move || {
+        use std::io::Read;
+        let (mut conn, _) = proxy.accept().expect("accepts");
+        let mut buf = [0u8; 4096];
+        let _ = conn.read(&mut buf);
+        let body = "<html>Bad Gateway</html>";
+        let _ = write!(
+            conn,
+            "HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    });
+    let out = with_url(&url, &["queue"]);
+    page.join().expect("the proxy answered");
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("HTTP 502"), "{}", stderr(&out));
 
     // A node that is not there.
     let out = Command::new(env!("CARGO_BIN_EXE_opledger"))
@@ -278,7 +354,11 @@ fn completions_load_in_bash_and_the_version_names_the_commit() {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("runs git");
-    let head = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+    // Outside a checkout (a tarball) the build says so.
+    let head = match String::from_utf8_lossy(&head.stdout).trim() {
+        "" => "unknown".to_owned(),
+        commit => commit.to_owned(),
+    };
     assert_eq!(
         version,
         format!("opledger {} (commit {head})", env!("CARGO_PKG_VERSION"))

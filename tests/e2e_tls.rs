@@ -10,6 +10,15 @@ use std::process::Command;
 
 /// A self-signed certificate for 127.0.0.1 and its key, made by openssl.
 fn certificate(dir: &Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    certificate_with(dir, name, &[])
+}
+
+/// Like [`certificate`], with more `-addext` extensions.
+fn certificate_with(
+    dir: &Path,
+    name: &str,
+    extensions: &[&str],
+) -> (std::path::PathBuf, std::path::PathBuf) {
     let (cert, key) = (
         dir.join(format!("{name}.crt")),
         dir.join(format!("{name}.key")),
@@ -25,6 +34,7 @@ fn certificate(dir: &Path, name: &str) -> (std::path::PathBuf, std::path::PathBu
         ])
         .args(["-nodes", "-days", "1", "-subj", "/CN=opledger-test"])
         .args(["-addext", "subjectAltName=IP:127.0.0.1"])
+        .args(extensions.iter().flat_map(|e| ["-addext", e]))
         .arg("-keyout")
         .arg(&key)
         .arg("-out")
@@ -216,4 +226,41 @@ fn serve_refuses_tls_when_the_command_line_switches_to_kafka() {
         !tmp.path().join("data").exists(),
         "refused before anything was created"
     );
+}
+
+/// `opledger ops` reaches a node over TLS when told to trust its certificate, and says why
+/// not when it is not.
+#[test]
+fn ops_reaches_a_tls_node_with_its_certificate_trusted() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // Not a CA's (openssl's default): rustls's verifier takes no CA certificate for a server.
+    let (cert, key) = certificate_with(
+        tmp.path(),
+        "server",
+        &["basicConstraints=critical,CA:FALSE"],
+    );
+    let server = Server::start_with(tmp.path(), &tls_section(&cert, &key), &[]);
+    let ops = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_opledger"))
+            .args(["ops", "tools", "--url", &server.base])
+            .args(extra)
+            .env("OPLEDGER_TOKEN", TOKEN_A)
+            .output()
+            .expect("runs opledger ops")
+    };
+    let trusted = ops(&["--ca-file", cert.to_str().expect("utf-8")]);
+    assert!(
+        trusted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&trusted.stderr)
+    );
+    assert!(String::from_utf8_lossy(&trusted.stdout).contains("payments.charge"));
+    let untrusted = ops(&[]);
+    assert_eq!(untrusted.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&untrusted.stderr);
+    assert!(
+        said.to_lowercase().contains("certificate"),
+        "the cause is said: {said}"
+    );
+    server.stop();
 }

@@ -44,6 +44,7 @@ pub fn record_fields(principal: &Principal, record: &OperationRecord) -> Map<Str
     let mut m = Map::new();
     m.insert("operation_id".into(), json!(record.id.to_string()));
     m.insert("tool".into(), json!(record.tool));
+    m.insert("principal".into(), json!(record.principal));
     m.insert("state".into(), json!(record.state.name()));
     m.insert("version".into(), json!(record.version));
     m.insert("holder".into(), json!(record.holder));
@@ -219,7 +220,9 @@ pub fn reconciliation_item(record: &OperationRecord) -> Value {
     let step = if operator.is_some() {
         "resolve it".to_owned()
     } else {
-        format!("take it over (POST /v1/operations/{id}/takeover), then resolve it")
+        format!(
+            "take it over (POST /v1/operations/{id}/takeover, or `opledger ops takeover {id}`), then resolve it"
+        )
     };
     let queryable = if record.terms.queryable {
         "can be queried, but a person now decides"
@@ -238,7 +241,7 @@ pub fn reconciliation_item(record: &OperationRecord) -> Value {
         "Nobody can tell automatically whether this happened: {why}; tool `{tool}` is {class} \
          with {loss} loss and {queryable}.{asked} Look in the external system for an effect \
          whose idempotency key or reference is {id} (executors pass the operation id). Then \
-         {step}: POST /v1/operations/{id}/resolve with {{\"outcome\":\"completed\",\"result\":\
+         {step}: POST /v1/operations/{id}/resolve (or `opledger ops resolve`) with {{\"outcome\":\"completed\",\"result\":\
          {{\"resource_ref\":…,\"status\":…}}}} if you found it, or {{\"outcome\":\"not_executed\"}} \
          if you are sure it did not happen (the key is then released for a retry).",
         tool = record.tool,

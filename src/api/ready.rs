@@ -1,6 +1,8 @@
-//! `/readyz`: whether the node is ready for traffic — its log open and writable, every
-//! partition answered for (here or by a known owner), every MCP upstream connected. `/healthz`
-//! says only whether the node can take work at all; a load balancer routes by this one.
+//! `/readyz`: whether this node is ready for traffic — its log open and writable, the
+//! partitions assigned to it served (caught up), every MCP upstream connected once. Each check
+//! is about this node alone, so that one partition without an owner, or one external MCP
+//! server down for good, never takes every node out of a load balancer at once. `/healthz`
+//! says only whether the node can take work at all.
 
 use super::ApiState;
 use axum::Json;
@@ -10,8 +12,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use std::sync::{Arc, RwLock};
 
-/// A component's readiness: `Ok`, or what it still waits for.
-pub type ReadyCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+/// A component's readiness: `Ok`, or what it still waits for (the same shape as `/healthz`'s).
+pub type ReadyCheck = super::Health;
 
 /// The checks components added, by name, in the order they were added.
 #[derive(Default)]
@@ -38,18 +40,18 @@ impl Readiness {
 
 /// What the partitions wait for, if anything.
 fn partitions(state: &ApiState) -> Result<(), String> {
-    let unrouted = state.ledger.unrouted_partitions();
-    if unrouted.is_empty() {
+    let waiting = state.ledger.partitions_catching_up();
+    if waiting.is_empty() {
         return Ok(());
     }
-    let shown: Vec<String> = unrouted.iter().take(16).map(u32::to_string).collect();
-    let more = if unrouted.len() > shown.len() {
-        format!(" and {} more", unrouted.len() - shown.len())
+    let shown: Vec<String> = waiting.iter().take(16).map(u32::to_string).collect();
+    let more = if waiting.len() > shown.len() {
+        format!(" and {} more", waiting.len() - shown.len())
     } else {
         String::new()
     };
     Err(format!(
-        "no node answers for partition {}{more} yet (an owner is being chosen)",
+        "catching up on partition {}{more}, assigned to this node",
         shown.join(", ")
     ))
 }

@@ -1,6 +1,7 @@
 //! `check` (a config file, without touching any data: what it declares, each tool's full terms,
 //! and warnings for values that parse but make no sense) and `init` (a starting file).
 
+use super::text::{counted, duration};
 use opledger::config::Config;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -70,26 +71,6 @@ fn terms(tool: &opledger::core::contract::ToolContract) -> String {
             categories.join(", ")
         }
     )
-}
-
-/// `n` things, in the singular for one.
-fn counted(n: usize, thing: &str) -> String {
-    if n == 1 {
-        format!("1 {thing}")
-    } else {
-        format!("{n} {thing}s")
-    }
-}
-
-/// A duration in ms as the config writes it: in its largest whole unit (`48h`, `30s`).
-fn duration(ms: u64) -> String {
-    match ms {
-        0 => "0s".to_owned(),
-        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
-        ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
-        ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
-        ms => format!("{ms}ms"),
-    }
 }
 
 /// Values that parse but are almost surely mistakes.

@@ -7,6 +7,7 @@ mod demo;
 mod ops;
 mod progress;
 mod serve;
+mod text;
 mod verify;
 
 use anyhow::Context;
@@ -210,7 +211,7 @@ enum Command {
     },
     /// Work the operator queue over a node's HTTP API
     ///
-    /// Example: `OPLEDGER_TOKEN=… opledger ops queue`, then `opledger ops show ID`,
+    /// Example: `opledger ops --token-file ~/.opledger-token queue`, then `opledger ops show ID`,
     /// `opledger ops takeover ID`, `opledger ops resolve ID not-executed`.
     ///
     /// List operations, read the operator queue and one operation's timeline, take over,
@@ -322,13 +323,9 @@ pub fn main() -> ExitCode {
         Command::Ops(args) => ops::run(args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "opledger",
-                &mut std::io::stdout(),
-            );
-            Ok(())
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "opledger", &mut script);
+            text::out(&script)
         }
         Command::Init { config } => check::init(&config),
         Command::Demo {

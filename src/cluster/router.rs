@@ -78,10 +78,12 @@ impl Router {
         }))
     }
 
-    /// The partitions nobody answers for now: not served here, and no live owner announced.
-    pub fn unrouted(&self) -> Vec<u32> {
-        (0..self.partition_count())
-            .filter(|&p| self.partition(p).is_err())
+    /// The partitions assigned to this node that it does not serve yet (still catching up).
+    pub fn catching_up(&self) -> Vec<u32> {
+        self.ownership
+            .assigned()
+            .into_iter()
+            .filter(|&p| !self.ownership.serves(p))
             .collect()
     }
 

@@ -78,9 +78,9 @@ impl Ledger {
         self
     }
 
-    /// The partitions nobody answers for now (an owner is still being chosen), for readiness.
-    pub fn unrouted_partitions(&self) -> Vec<u32> {
-        self.router.unrouted()
+    /// The partitions assigned to this node that it does not serve yet, for readiness.
+    pub fn partitions_catching_up(&self) -> Vec<u32> {
+        self.router.catching_up()
     }
 
     /// The tool contracts.

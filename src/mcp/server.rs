@@ -62,14 +62,16 @@ impl Gateway {
         state.readiness.add(
             "mcp_upstreams",
             Arc::new(move || {
-                let down: Vec<&str> = watched
+                // Until each has listed its tools once: an upstream that goes away later leaves
+                // its tools listed and the ledger serving, so the node stays ready.
+                let connecting: Vec<&str> = watched
                     .iter()
-                    .filter(|u| !u.connected())
+                    .filter(|u| u.connecting())
                     .map(|u| u.settings.name.as_str())
                     .collect();
-                match down.as_slice() {
+                match connecting.as_slice() {
                     [] => Ok(()),
-                    _ => Err(format!("not connected: {}", down.join(", "))),
+                    _ => Err(format!("still connecting: {}", connecting.join(", "))),
                 }
             }),
         );

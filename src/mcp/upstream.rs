@@ -90,15 +90,6 @@ impl Upstream {
         !self.listed.load(Ordering::Acquire)
     }
 
-    /// Whether it is connected now.
-    pub fn connected(&self) -> bool {
-        self.peer
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .is_some_and(|peer| !peer.is_transport_closed())
-    }
-
     /// The tools it listed last.
     pub fn tools(&self) -> Arc<Vec<Tool>> {
         self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()

@@ -29,6 +29,10 @@ pub struct NodeArgs {
     /// variable). Never on the command line, where other users' `ps` would show it.
     #[arg(long, env = "OPLEDGER_TOKEN_FILE", value_name = "FILE", global = true)]
     pub(super) token_file: Option<PathBuf>,
+    /// Also trust the PEM certificates in this file (a node whose certificate is self-signed
+    /// or of a CA of your own); the system's roots are always trusted.
+    #[arg(long, env = "OPLEDGER_CA_FILE", value_name = "FILE", global = true)]
+    pub(super) ca_file: Option<PathBuf>,
     /// Print the API's JSON instead of a table.
     #[arg(long, global = true)]
     pub(super) json: bool,
@@ -95,6 +99,9 @@ pub(super) enum OpsCommand {
     },
     /// Take an operation over: from then on only you settle it
     ///
+    /// An operation waiting for a person (`manual`), one whose outcome is unknown, or one
+    /// whose executor's lease lapsed can be taken over; a finished one cannot.
+    ///
     /// Example: `opledger ops takeover 0d9c3f5e-…` (it asks first; `--yes` does not).
     Takeover {
         /// The operation id.
@@ -125,13 +132,16 @@ pub(super) enum OpsCommand {
     },
     /// Compensate a completed operation: claims its tool's compensating tool
     ///
-    /// Example: `opledger ops compensate 0d9c3f5e-… --holder refunder-1`. Needs the agent role
-    /// on the operation's principal; the compensation is then executed like any claim.
+    /// The compensation is a new operation (its id is printed), claimed for `--holder`: that
+    /// executor must then run it and report, as for any claim — the command itself runs
+    /// nothing. Only the operation's own principal (with the agent role) may compensate it.
+    ///
+    /// Example: `opledger ops compensate 0d9c3f5e-… --holder refunder-1`.
     Compensate {
         /// The operation id.
         id: String,
-        /// Who executes the compensation.
-        #[arg(long, default_value = "opledger-ops")]
+        /// The executor that will run the compensation and report it.
+        #[arg(long)]
         holder: String,
         /// The compensation's request, as JSON.
         #[arg(long, default_value = "{}")]
@@ -141,6 +151,9 @@ pub(super) enum OpsCommand {
         yes: bool,
     },
     /// The tools this token may use, with their contracts
+    ///
+    /// The config's tools (an operator or auditor sees every one); an MCP upstream's tools
+    /// are listed by the gateway's `tools/list`.
     ///
     /// Example: `opledger ops tools`.
     Tools,

@@ -17,7 +17,7 @@ use std::io::BufRead;
 /// Runs `opledger ops`.
 pub fn run(args: OpsArgs) -> anyhow::Result<()> {
     let node = args.node;
-    let client = Client::new(&node.url, &token(&node)?);
+    let client = client(&node)?;
     super::runtime()?.block_on(async {
         let ops = Ops { client, json: node.json };
         match args.command {
@@ -41,7 +41,7 @@ pub fn run(args: OpsArgs) -> anyhow::Result<()> {
                 ] {
                     query.extend(value.map(|v| (name, v)));
                 }
-                let page = ops.get(&format!("/v1/operations?{}", encode(&query))).await?;
+                let page = ops.get(&format!("/v1/operations?{}", query_of(&query))).await?;
                 ops.print(&page, render::list)
             }
             OpsCommand::Queue => {
@@ -54,7 +54,8 @@ pub fn run(args: OpsArgs) -> anyhow::Result<()> {
             }
             OpsCommand::Show { id } => ops.show(&id).await,
             OpsCommand::Takeover { id, yes } => {
-                let now = ops.get(&format!("/v1/operations/{id}")).await?;
+                let path = operation_path(&id);
+                let now = ops.get(&path).await?;
                 confirm(
                     &format!(
                         "Take over {}: from then on executors' reports are refused, claims answer `manual`, and only you can resolve it.",
@@ -62,8 +63,9 @@ pub fn run(args: OpsArgs) -> anyhow::Result<()> {
                     ),
                     yes,
                 )?;
-                let path = format!("/v1/operations/{id}/takeover");
-                let done = ops.post(&path, json!({})).await?;
+                // What was confirmed is what is acted on: a change since is refused.
+                let body = json!({"expected_version": now["version"]});
+                let done = ops.post(&format!("{path}/takeover"), body).await?;
                 ops.print(&done, render::decided)
             }
             OpsCommand::Resolve {
@@ -73,8 +75,14 @@ pub fn run(args: OpsArgs) -> anyhow::Result<()> {
                 status,
                 yes,
             } => {
-                let now = ops.get(&format!("/v1/operations/{id}")).await?;
-                let (body, effect) = match outcome {
+                if matches!(outcome, Outcome::NotExecuted)
+                    && (resource_ref.is_some() || status.is_some())
+                {
+                    return Err(usage("not-executed takes no --resource-ref or --status"));
+                }
+                let path = operation_path(&id);
+                let now = ops.get(&path).await?;
+                let (mut body, effect) = match outcome {
                     Outcome::Completed => {
                         let reference = resource_ref.unwrap_or_default();
                         (
@@ -94,7 +102,8 @@ pub fn run(args: OpsArgs) -> anyhow::Result<()> {
                     &format!("Resolve {} {effect}.", render::summary(&now)),
                     yes,
                 )?;
-                let done = ops.post(&format!("/v1/operations/{id}/resolve"), body).await?;
+                body["expected_version"] = now["version"].clone();
+                let done = ops.post(&format!("{path}/resolve"), body).await?;
                 ops.print(&done, render::decided)
             }
             OpsCommand::Compensate {
@@ -103,33 +112,63 @@ pub fn run(args: OpsArgs) -> anyhow::Result<()> {
                 request,
                 yes,
             } => {
-                let request: Value = serde_json::from_str(&request).map_err(|e| Verdict {
-                    code: 2,
-                    message: format!("--request is not JSON: {e}"),
-                })?;
-                let now = ops.get(&format!("/v1/operations/{id}")).await?;
+                let request: Value = serde_json::from_str(&request)
+                    .map_err(|e| usage(&format!("--request is not JSON: {e}")))?;
+                let path = operation_path(&id);
+                let now = ops.get(&path).await?;
                 confirm(
                     &format!(
-                        "Compensate {}: a compensation of it is claimed for `{holder}` to execute.",
+                        "Compensate {}: a new operation that undoes it is claimed for `{holder}`, which must then run it and report.",
                         render::summary(&now)
                     ),
                     yes,
                 )?;
                 let body = json!({"holder": holder, "request": request});
-                let done = ops.post(&format!("/v1/operations/{id}/compensate"), body).await?;
+                let done = ops.post(&format!("{path}/compensate"), body).await?;
                 ops.print(&done, render::decided)
             }
         }
     })
 }
 
+/// A wrong command line (exit 2).
+fn usage(message: &str) -> anyhow::Error {
+    Verdict {
+        code: 2,
+        message: message.to_owned(),
+    }
+    .into()
+}
+
+/// The client of the node `node` names, as the principal whose token it reads.
+fn client(node: &NodeArgs) -> anyhow::Result<Client> {
+    if !(node.url.starts_with("http://") || node.url.starts_with("https://")) {
+        return Err(usage(&format!(
+            "--url {:?} is not an http:// or https:// URL like http://127.0.0.1:7070",
+            node.url
+        )));
+    }
+    let token = token(node)?;
+    match &node.ca_file {
+        None => Ok(Client::new(&node.url, &token)),
+        Some(path) => {
+            let pem = std::fs::read(path)
+                .map_err(|e| usage(&format!("cannot read {}: {e}", path.display())))?;
+            Client::with_roots(&node.url, &token, &pem)
+                .map_err(|e| usage(&format!("--ca-file {}: {e}", path.display())))
+        }
+    }
+}
+
 /// The bearer token: the file's first line, else `OPLEDGER_TOKEN`.
 fn token(node: &NodeArgs) -> anyhow::Result<String> {
     let token = match &node.token_file {
         Some(path) => std::fs::read_to_string(path)
-            .map_err(|e| Verdict {
-                code: 2,
-                message: format!("cannot read the token file {}: {e}", path.display()),
+            .map_err(|e| {
+                usage(&format!(
+                    "cannot read the token file {}: {e}",
+                    path.display()
+                ))
             })?
             .lines()
             .next()
@@ -139,35 +178,40 @@ fn token(node: &NodeArgs) -> anyhow::Result<String> {
         None => std::env::var("OPLEDGER_TOKEN").unwrap_or_default(),
     };
     if token.is_empty() {
-        return Err(Verdict {
-            code: 2,
-            message: "no token: set OPLEDGER_TOKEN, or pass --token-file FILE (its first line)"
-                .into(),
-        }
-        .into());
+        return Err(usage(
+            "no token: set OPLEDGER_TOKEN, or pass --token-file FILE (its first line)",
+        ));
+    }
+    // What a header can carry; never echoed.
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(usage("the token has characters a bearer token cannot have"));
     }
     Ok(token)
 }
 
+/// What percent-encoding leaves as it is: the URL's unreserved characters.
+const UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+fn encoded(value: &str) -> String {
+    percent_encoding::utf8_percent_encode(value, UNRESERVED).to_string()
+}
+
 /// A query string, each value percent-encoded.
-fn encode(pairs: &[(&str, String)]) -> String {
+fn query_of(pairs: &[(&str, String)]) -> String {
     pairs
         .iter()
-        .map(|(k, v)| format!("{k}={}", urlencoding(v)))
+        .map(|(k, v)| format!("{k}={}", encoded(v)))
         .collect::<Vec<_>>()
         .join("&")
 }
 
-fn urlencoding(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            b => format!("%{b:02X}"),
-        })
-        .collect()
+/// The path of operation `id`, the id one path segment whatever it holds.
+fn operation_path(id: &str) -> String {
+    format!("/v1/operations/{}", encoded(id))
 }
 
 /// Asks before an irreversible action: `statement` says what will happen; a `yes` on stdin
@@ -219,33 +263,30 @@ impl Ops {
     }
 
     fn print(&self, value: &Value, table: fn(&Value) -> String) -> anyhow::Result<()> {
-        if self.json {
-            println!("{}", serde_json::to_string_pretty(value)?);
+        let shown = if self.json {
+            format!("{}\n", serde_json::to_string_pretty(value)?)
         } else {
-            print!("{}", table(value));
-        }
-        Ok(())
+            table(value)
+        };
+        super::text::out(shown.as_bytes())
     }
 
     /// The operation and, for an auditor, its timeline.
     async fn show(&self, id: &str) -> anyhow::Result<()> {
-        let now = self.get(&format!("/v1/operations/{id}")).await?;
-        let history = match self
-            .client
-            .get_json(&format!("/v1/operations/{id}/history"))
-            .await
-        {
+        let path = operation_path(id);
+        let now = self.get(&path).await?;
+        let history = match self.client.get_json(&format!("{path}/history")).await {
             Ok((_, history)) => Some(history),
             Err(ClientError::Refused { status: 403, .. }) => None,
             Err(e) => return Err(refused(e)),
         };
-        if self.json {
+        let shown = if self.json {
             let both = json!({"operation": now, "history": history});
-            println!("{}", serde_json::to_string_pretty(&both)?);
+            format!("{}\n", serde_json::to_string_pretty(&both)?)
         } else {
-            print!("{}", render::operation(&now, history.as_ref()));
-        }
-        Ok(())
+            render::operation(&now, history.as_ref())
+        };
+        super::text::out(shown.as_bytes())
     }
 }
 
@@ -256,12 +297,33 @@ fn answered(result: Result<(u16, Value), ClientError>) -> anyhow::Result<Value> 
 
 fn refused(error: ClientError) -> anyhow::Error {
     let (code, message) = match &error {
-        ClientError::Refused { status: 404, .. } => (4, error.to_string()),
+        ClientError::Refused { code: what, .. } if what == "not_found" => (4, error.to_string()),
+        ClientError::Refused { status: 404, .. } => (
+            1,
+            format!("{error} (is --url the node's base URL, like http://127.0.0.1:7070?)"),
+        ),
         ClientError::Refused { status: 401, .. } => {
             (3, format!("{error} (check OPLEDGER_TOKEN or --token-file)"))
         }
+        ClientError::Refused { status: 409, .. } => (5, error.to_string()),
         ClientError::Refused { .. } => (3, error.to_string()),
-        ClientError::Transport(_) | ClientError::Unexpected(_) => (1, error.to_string()),
+        ClientError::Transport(e) => (1, with_causes(&error, e)),
+        ClientError::Unexpected(_) => (1, error.to_string()),
     };
     Verdict { code, message }.into()
+}
+
+/// An error and each cause below it (a refused connection, a certificate nobody trusts).
+fn with_causes(error: &ClientError, inner: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = inner.source();
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = c.source();
+    }
+    text
 }

@@ -1,5 +1,6 @@
 //! How `opledger ops` shows the API's answers in a terminal: aligned tables and a timeline.
 
+use super::super::text::{counted, duration};
 use serde_json::Value;
 
 /// `rows` under `header`, each column as wide as its widest cell.
@@ -65,8 +66,14 @@ pub fn list(page: &Value) -> String {
         &rows,
     );
     match page["next_cursor"].as_str() {
-        Some(cursor) => out.push_str(&format!("more: --cursor {cursor}\n")),
-        None => out.push_str(&format!("{} operations\n", rows.len())),
+        Some(cursor) => out.push_str(&format!(
+            "{} shown; more: repeat the command (with the same filters) and --cursor {cursor}\n",
+            counted(rows.len(), "operation")
+        )),
+        None => out.push_str(&format!(
+            "{} shown, the last page\n",
+            counted(rows.len(), "operation")
+        )),
     }
     out
 }
@@ -103,7 +110,7 @@ pub fn queue(queue: &Value) -> String {
         ));
     }
     out.push_str(&format!(
-        "{} waiting (of {}){}\n",
+        "{} shown of {} waiting{}\n",
         rows.len(),
         text(&queue["total"]),
         if queue["truncated"] == true {
@@ -127,8 +134,8 @@ pub fn tools(tools: &Value) -> String {
                 text(&t["name"]),
                 text(&t["class"]),
                 text(&t["loss"]),
-                format!("{}s", t["lease_ms"].as_u64().unwrap_or(0) / 1000),
-                format!("{}h", t["retention_ms"].as_u64().unwrap_or(0) / 3_600_000),
+                duration(t["lease_ms"].as_u64().unwrap_or(0)),
+                duration(t["retention_ms"].as_u64().unwrap_or(0)),
                 if t["queryable"] == true { "yes" } else { "no" }.to_owned(),
                 text(&t["unknown_outcome"]),
                 if categories.is_empty() {
@@ -136,6 +143,7 @@ pub fn tools(tools: &Value) -> String {
                 } else {
                     categories.join(",")
                 },
+                text(&t["compensation"]),
                 if t["may_claim"] == true { "yes" } else { "no" }.to_owned(),
             ]
         })
@@ -150,6 +158,7 @@ pub fn tools(tools: &Value) -> String {
             "QUERYABLE",
             "UNKNOWN OUTCOME",
             "FINGERPRINT",
+            "COMPENSATION",
             "MAY CLAIM",
         ],
         &rows,
@@ -170,14 +179,21 @@ pub fn summary(op: &Value) -> String {
     )
 }
 
-/// The answer to an action: where the operation stands now.
+/// The answer to an action: its decision and where the operation stands now.
 pub fn decided(answer: &Value) -> String {
-    format!(
-        "{}: {} (version {})\n",
+    let mut out = format!(
+        "{}: {}, now {} (version {})\n",
         text(&answer["operation_id"]),
+        text(&answer["decision"]),
         text(&answer["state"]),
         text(&answer["version"])
-    )
+    );
+    if let Some(original) = answer["compensates"].as_str() {
+        out.push_str(&format!(
+            "  a compensation of {original}: its executor runs it and reports, as for any claim\n"
+        ));
+    }
+    out
 }
 
 /// Who acted in an event, as far as its fields say.
@@ -212,10 +228,14 @@ pub fn operation(op: &Value, history: Option<&Value>) -> String {
         ("failure", "failure"),
         ("lease", "lease"),
         ("recovery", "recovery"),
+        ("taken over by", "taken_over_by"),
     ] {
         if !op[field].is_null() {
-            out.push_str(&format!("  {name}: {}\n", op[field]));
+            out.push_str(&format!("  {name}: {}\n", text(&op[field])));
         }
+    }
+    if op["result_withheld"] == true {
+        out.push_str("  result: withheld (this token may not use the tool)\n");
     }
     let Some(history) = history else {
         out.push_str("timeline: needs the auditor role\n");
@@ -275,7 +295,10 @@ mod tests {
         assert_eq!(lines[1].find("payments.charge"), Some(column), "{shown}");
         assert_eq!(lines[2].find("t "), Some(column), "{shown}");
         assert!(lines[2].ends_with("completed  -"), "{shown}");
-        assert_eq!(lines[3], "more: --cursor 5_x");
+        assert_eq!(
+            lines[3],
+            "2 operations shown; more: repeat the command (with the same filters) and --cursor 5_x"
+        );
     }
 
     #[test]
