@@ -166,7 +166,7 @@ async fn claims(
             .expect("binds");
         c.listen = listener.local_addr().expect("address");
         let node = Node::start(&c, |_| {}).await.expect("node starts");
-        let routes = opledger::cluster::remote::routes(node.inbound.clone().expect("on Kafka"));
+        let routes = opledger::cluster::endpoint::routes(node.inbound.clone().expect("on Kafka"));
         servers.push(tokio::spawn(async move {
             let _ = axum::serve(listener, routes).await;
         }));

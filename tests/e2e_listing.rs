@@ -251,3 +251,70 @@ async fn tools_are_listed_with_their_contracts_and_operators_read_any_operation(
     );
     server.stop();
 }
+
+/// `GET /v1/summary`: operations by state, overall and per tool, for an operator or auditor;
+/// the same after a clean restart and after a kill -9 (the projection rebuilt from the log).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_summary_counts_operations_by_state_and_tool_and_survives_restarts() {
+    use common::TOKEN_OPS;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(tmp.path());
+    for i in 0..5 {
+        let (s, c) = server
+            .claim(TOKEN_B, &format!("sum-b-{i}"), charge("w", "1", "c"))
+            .await;
+        assert_eq!(s, 201, "{c}");
+        if i < 2 {
+            let id = c["operation_id"].as_str().expect("id");
+            let (s, done) = server.complete(TOKEN_B, id, "w", &format!("ch_{i}")).await;
+            assert_eq!(s, 200, "{done}");
+        }
+    }
+    // A replay, a conflict and a refused report count nothing new.
+    server
+        .claim(TOKEN_B, "sum-b-0", charge("w", "1", "c"))
+        .await;
+    server
+        .claim(TOKEN_B, "sum-b-1", charge("w", "9", "c"))
+        .await;
+    let (_, m) = server
+        .claim(
+            TOKEN_A,
+            "sum-a-msg",
+            json!({"tool": "messages.send", "holder": "w", "request": {"to": "+1", "text": "t"}}),
+        )
+        .await;
+    let id = m["operation_id"].as_str().expect("id");
+    server
+        .post(
+            TOKEN_A,
+            &format!("/v1/operations/{id}/unknown"),
+            json!({"holder": "w"}),
+        )
+        .await;
+    let expected = json!({
+        "total": 6,
+        "by_state": {"processing": 3, "completed": 2, "failed": 0, "outcome_unknown": 0,
+                     "manual": 1, "released": 0, "expired": 0},
+        "by_tool": {"messages.send": {"manual": 1},
+                    "payments.charge": {"completed": 2, "processing": 3}},
+    });
+    let (s, summary) = server.get(TOKEN_OPS, "/v1/summary").await;
+    assert_eq!((s, &summary), (200, &expected));
+    let (s, refused) = server.get(TOKEN_B, "/v1/summary").await;
+    assert_eq!(
+        (s, refused["error"]["code"].as_str()),
+        (403, Some("forbidden")),
+        "an agent does not count others' operations: {refused}"
+    );
+
+    let config = server.config.clone();
+    server.stop();
+    let server = Server::start_existing(tmp.path(), &config);
+    let (_, summary) = server.get(TOKEN_OPS, "/v1/summary").await;
+    assert_eq!(summary, expected, "after a clean restart");
+    let server = server.kill9_and_restart();
+    let (_, summary) = server.get(TOKEN_OPS, "/v1/summary").await;
+    assert_eq!(summary, expected, "after kill -9: rebuilt from the log");
+    server.stop();
+}

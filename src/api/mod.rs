@@ -15,6 +15,7 @@ mod reports;
 pub(crate) mod request;
 pub mod server;
 mod stall;
+mod summary;
 pub mod tls;
 mod tools;
 
@@ -84,6 +85,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/operations/{id}/resolve", post(resolve))
         .route("/v1/reconciliation", get(reconciliation))
         .route("/v1/tools", get(tools::tools))
+        .route("/v1/summary", get(summary::summary))
         .route("/v1/admin/reload", post(reload))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such endpoint") })
         .method_not_allowed_fallback(|| async {

@@ -114,7 +114,7 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
         }
         if let Some(inbound) = node.inbound.clone() {
             // On a shared log, other nodes ask this one for the partitions it serves.
-            app = app.merge(opledger::cluster::remote::routes(inbound));
+            app = app.merge(opledger::cluster::endpoint::routes(inbound));
         }
         // A stop ends the gateway's open streams at once, so they do not hold the grace period
         // (its upstreams stay until the requests in flight are done).

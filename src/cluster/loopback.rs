@@ -3,8 +3,8 @@
 //! so a message that would not survive the network does not survive here either. There is no
 //! signing: it guards the network, which this transport has none of.
 
+use super::endpoint::serve;
 use super::peer::{self, PeerRequest, PeerResponse};
-use super::remote::serve;
 use super::router::Router;
 use super::transport::{PeerTransport, refused_as_error};
 use crate::partition::PartitionError;

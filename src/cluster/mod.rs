@@ -15,6 +15,7 @@
 pub mod assigned;
 pub mod auth;
 pub mod directory;
+pub mod endpoint;
 #[cfg(any(test, feature = "test-support"))]
 pub mod loopback;
 pub mod members;

@@ -98,6 +98,11 @@ pub enum PeerRequest {
         /// At most this many.
         limit: u32,
     },
+    /// Counts of the partition's operations by tool and state (added after the others).
+    Counts {
+        /// The partition.
+        partition: u32,
+    },
 }
 
 /// A node's answer.
@@ -117,6 +122,8 @@ pub enum PeerResponse {
     History(Option<History>),
     /// A partition's part of a listing (added after the others).
     List(ListSlice),
+    /// A partition's counts by tool and state (added after the others).
+    Counts(Vec<crate::projection::counts::StateCount>),
 }
 
 /// Why a node could not serve a peer's request; each maps back to a [`PartitionError`].
@@ -517,6 +524,57 @@ mod tests {
         let frozen = std::fs::read_to_string(path).unwrap_or_default();
         assert!(frozen.trim().is_empty(), "{path} is frozen");
         let (request, response) = list_messages();
+        let text = format!(
+            "{}\n{}\n",
+            hex::encode(encode(&request)),
+            hex::encode(encode(&response))
+        );
+        std::fs::write(path, text).expect("writes");
+    }
+
+    /// The counts messages format 2 gained later, frozen on their own.
+    fn counts_messages() -> (PeerRequest, PeerResponse) {
+        use crate::projection::counts::StateCount;
+        let count = |tool: &str, state: &str, count| StateCount {
+            tool: tool.into(),
+            state: state.into(),
+            count,
+        };
+        (
+            PeerRequest::Counts { partition: 6 },
+            PeerResponse::Counts(vec![
+                count("payments.charge", "completed", 1_000_000),
+                count("payments.charge", "manual", 3),
+            ]),
+        )
+    }
+
+    const COUNTS_V2_HEX: &str = include_str!("../../schemas/fixtures/peer-messages-v2-counts.hex");
+
+    #[test]
+    fn the_frozen_counts_messages_still_decode_and_encode_the_same() {
+        let (request, response) = counts_messages();
+        let lines: Vec<Vec<u8>> = COUNTS_V2_HEX
+            .lines()
+            .map(|l| hex::decode(l.trim()).expect("fixture is hex"))
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(decode::<PeerRequest>(&lines[0]).expect("decodes"), request);
+        assert_eq!(encode(&request), lines[0]);
+        assert_eq!(
+            decode::<PeerResponse>(&lines[1]).expect("decodes"),
+            response
+        );
+        assert_eq!(encode(&response), lines[1]);
+    }
+
+    #[test]
+    #[ignore = "writes the counts messages' fixture once"]
+    fn write_counts_fixture() {
+        let path = "schemas/fixtures/peer-messages-v2-counts.hex";
+        let frozen = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(frozen.trim().is_empty(), "{path} is frozen");
+        let (request, response) = counts_messages();
         let text = format!(
             "{}\n{}\n",
             hex::encode(encode(&request)),

@@ -13,6 +13,7 @@ mod fingerprints;
 mod listing;
 mod lookup;
 mod requests;
+mod summary;
 
 pub use error::LedgerError;
 pub use listing::LIST_LIMIT_MAX;

@@ -17,10 +17,11 @@ pub use rebuild::rebuild;
 
 use crate::clock::SystemClock;
 use crate::cluster::auth::{PeerKey, ReplayGuard};
+use crate::cluster::endpoint::Inbound;
 use crate::cluster::members::kafka::KafkaMembers;
 use crate::cluster::membership::{self, Group, JoinSettings};
 use crate::cluster::placement::Role;
-use crate::cluster::remote::{Inbound, PeerClient};
+use crate::cluster::remote::PeerClient;
 use crate::cluster::router::{Peers, Router};
 use crate::config::{Backend, Config, KafkaSettings};
 use crate::consumers::recovery::Recovery;

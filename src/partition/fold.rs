@@ -18,6 +18,7 @@ use crate::core::operation::{OpState, OperationRecord};
 use crate::core::outcome::{OutcomeKind, classify};
 use crate::core::partition::PartitionState;
 use crate::log::model::LogRecord;
+use crate::projection::counts::CountChange;
 use crate::projection::digest_keys::{DigestMap, digest_map};
 use crate::projection::{
     Changes, DeadlineChange, EventRef, Position, ProjectionError, ProjectionStore, QueueChange,
@@ -144,6 +145,8 @@ fn in_queue(record: Option<&OperationRecord>) -> bool {
 struct Before {
     queued: bool,
     deadline: Option<Deadline>,
+    /// Its state (`None`: it did not exist), for the counts.
+    state: Option<&'static str>,
 }
 
 /// Whether a fold keeps the indexes — deadlines and history (a follower into a projection
@@ -236,6 +239,7 @@ pub fn fold_batch(
                     scope,
                     Before {
                         queued: in_queue(stored.as_ref()),
+                        state: stored.as_ref().map(|r| r.state.name()),
                         deadline: stored
                             .as_ref()
                             .and_then(|r| deadline::next(&from.state.effective(r.clone()))),
@@ -313,6 +317,14 @@ pub fn fold_batch(
             });
         }
         if deadlines == Deadlines::Indexed {
+            let state_before = was.and_then(|b| b.state);
+            if state_before != Some(r.state.name()) {
+                changes.counts.push(CountChange {
+                    tool: r.tool.clone(),
+                    from: state_before,
+                    to: r.state.name(),
+                });
+            }
             let from = was.and_then(|b| b.deadline);
             let to = deadline::next(&state.effective(r.clone()));
             if from != to {

@@ -326,6 +326,16 @@ impl<L: EventLog> Partition for LocalPartition<L> {
     ) -> crate::BoxFuture<'_, Result<ListSlice, PartitionError>> {
         Box::pin(std::future::ready(self.list_now(&filter, limit)))
     }
+
+    fn counts(
+        &self,
+    ) -> crate::BoxFuture<'_, Result<Vec<crate::projection::counts::StateCount>, PartitionError>>
+    {
+        let counted = self
+            .check_serving()
+            .and_then(|()| Ok(self.shared.store.counts(self.partition)?));
+        Box::pin(std::future::ready(counted))
+    }
 }
 
 /// Removes a caller's pending reply entry when its call ends, however it ends.

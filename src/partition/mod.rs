@@ -180,4 +180,10 @@ pub trait Partition: Send + Sync {
         filter: ListFilter,
         limit: usize,
     ) -> crate::BoxFuture<'_, Result<ListSlice, PartitionError>>;
+
+    /// How many of the partition's operations each tool has in each state, as its projection
+    /// keeps them (never counted from records).
+    fn counts(
+        &self,
+    ) -> crate::BoxFuture<'_, Result<Vec<crate::projection::counts::StateCount>, PartitionError>>;
 }

@@ -30,6 +30,8 @@ struct Maps {
     events: HistoryMap,
     /// (partition, creation time, id): the creation index.
     created: BTreeSet<(u32, u64, OperationId)>,
+    /// (partition, tool, state) → how many.
+    counts: BTreeMap<(u32, String, &'static str), u64>,
 }
 
 /// A projection store in memory.
@@ -111,6 +113,10 @@ impl ProjectionStore for MemoryStore {
                 .iter()
                 .map(|e| ((e.id, e.offset), (e.decision, e.moved_to_manual))),
         );
+        for ((tool, state), delta) in super::counts::deltas(&changes.counts) {
+            let count = maps.counts.entry((partition, tool, state)).or_default();
+            *count = super::counts::moved(*count, delta);
+        }
         maps.positions.insert(partition, position);
         Box::pin(std::future::ready(Ok(())))
     }
@@ -157,6 +163,20 @@ impl ProjectionStore for MemoryStore {
                 due_ms,
                 id,
                 lease_ms,
+            })
+            .collect())
+    }
+
+    fn counts(&self, partition: u32) -> Result<Vec<super::counts::StateCount>, ProjectionError> {
+        let maps = self.maps();
+        Ok(maps
+            .counts
+            .iter()
+            .filter(|((p, _, _), n)| *p == partition && **n > 0)
+            .map(|((_, tool, state), &count)| super::counts::StateCount {
+                tool: tool.clone(),
+                state: (*state).to_owned(),
+                count,
             })
             .collect())
     }

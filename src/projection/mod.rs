@@ -20,6 +20,8 @@
 //! * **The creation index is ordered.** A partition's operations are listed newest first (by
 //!   creation time, then id), read through an index of creation times, never a scan of every
 //!   record; a listing stops at a limit of matches or of places examined and says where.
+//! * **Counts are kept.** A partition's operations by tool and state are read as numbers the
+//!   commits keep up to date, not counted from records.
 //! * **The deadline index is ordered.** A partition's deadlines of one kind are found earliest
 //!   first, reading only the entries that are due — a timer table, as TigerBeetle and Restate
 //!   keep one, so the time to find them does not grow with the history.
@@ -31,6 +33,7 @@
 
 #[cfg(any(test, feature = "test-support"))]
 pub mod conformance;
+pub mod counts;
 pub(crate) mod digest_keys;
 pub mod listing;
 // `audit` folds into memory in production too; only tests see the store itself.
@@ -181,6 +184,9 @@ pub struct Changes {
     pub queue: Vec<QueueChange>,
     /// Deadline-index changes (only a fold that keeps the index makes them).
     pub deadlines: Vec<DeadlineChange>,
+    /// Operations that arrived in a state or moved between states, for the counts by tool and
+    /// state (only a fold that keeps the indexes makes them).
+    pub counts: Vec<counts::CountChange>,
 }
 
 /// One partition's operator queue, oldest request first.
@@ -271,6 +277,10 @@ pub trait ProjectionStore: Send + Sync + 'static {
         limit: usize,
         examine_max: usize,
     ) -> Result<listing::ListSlice, ProjectionError>;
+
+    /// How many of `partition`'s operations each tool has in each state (those with none left
+    /// out), by tool then state: a few numbers kept as the fold goes, never a count of records.
+    fn counts(&self, partition: u32) -> Result<Vec<counts::StateCount>, ProjectionError>;
 
     /// The entries of `partition`'s deadline index of `kind` due at or before `until_ms`,
     /// earliest first (then by id), at most `limit` of them. Reads only those entries, however

@@ -2,9 +2,11 @@
 //! empty stores; [`check_restart`] takes one that opens the *same* storage on every call (the
 //! previous handle is dropped first, after `close` has been called on it).
 
+mod counts;
 mod history;
 mod listing;
 
+pub use counts::check_counts;
 pub use history::{check_history, check_history_beside_records, check_history_moves_to_manual};
 pub use listing::check_listing;
 
@@ -131,6 +133,7 @@ pub async fn run_all<S: ProjectionStore>(fresh: impl Fn() -> S) {
     check_history_beside_records(&fresh()).await;
     check_history_moves_to_manual(&fresh()).await;
     check_listing(&fresh()).await;
+    check_counts(&fresh()).await;
     check_concurrent_partitions(fresh()).await;
 }
 
@@ -340,6 +343,11 @@ pub async fn check_restart<S: ProjectionStore>(open: impl Fn() -> S, close: impl
             creates: false,
             moved_to_manual: Some(ManualReason::RecoveryGaveUp),
         }],
+        counts: vec![crate::projection::counts::CountChange {
+            tool: a.tool.clone(),
+            from: None,
+            to: "manual",
+        }],
         ..Changes::default()
     };
     store
@@ -359,6 +367,14 @@ pub async fn check_restart<S: ProjectionStore>(open: impl Fn() -> S, close: impl
             decision: "conflict".into(),
             moved_to_manual: Some(ManualReason::RecoveryGaveUp),
         }]
+    );
+    let counted = store.counts(1).expect("reads");
+    assert_eq!(
+        counted
+            .iter()
+            .map(|c| (c.tool.as_str(), c.state.as_str(), c.count))
+            .collect::<Vec<_>>(),
+        [(a.tool.as_str(), "manual", 1)]
     );
     assert_eq!(store.queue(1, 10, 10).expect("reads").items, vec![a]);
 }

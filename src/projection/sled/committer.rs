@@ -70,6 +70,8 @@ pub(super) struct Committer {
     tx: Option<mpsc::UnboundedSender<Message>>,
     thread: Option<std::thread::JoinHandle<()>>,
     pending: Arc<Pending>,
+    /// For the counts a commit moves, read where the overlay has none.
+    db: sled::Db,
 }
 
 impl Drop for Committer {
@@ -91,6 +93,7 @@ impl Committer {
         let room = writing.pass().saturating_mul(2).max(PENDING_ENTRIES_MAX);
         let pending = Arc::new(Pending::new(room, room - writing.pass()));
         let overlay = Arc::clone(&pending);
+        let reads = db.clone();
         let thread = std::thread::Builder::new()
             .name("projection-commit".into())
             .spawn(move || {
@@ -104,6 +107,7 @@ impl Committer {
             tx: Some(tx),
             thread: Some(thread),
             pending,
+            db: reads,
         })
     }
 
@@ -138,8 +142,9 @@ impl Committer {
     ) -> Result<(), ProjectionError> {
         let stopped = || ProjectionError::Thread("the committer stopped".into());
         let tx = self.tx.as_ref().ok_or_else(stopped)?;
+        let stored = |key: &[u8]| super::counts::stored(&self.db, key);
         self.pending
-            .commit(partition, position, changes, |c| {
+            .commit(partition, position, changes, stored, |c| {
                 tx.send(Message::Commit(c)).map_err(|_| stopped())
             })
             .await
@@ -207,6 +212,8 @@ struct Writes<'a> {
     events: BTreeMap<(OperationId, u64), NewEvent>,
     /// Operations created, by (partition, creation time): the creation index's new entries.
     created: BTreeMap<(u32, u64), Vec<OperationId>>,
+    /// Counts by key, as the group's last commit left them.
+    counts: BTreeMap<&'a [u8], u64>,
 }
 
 impl<'a> Writes<'a> {
@@ -239,6 +246,9 @@ impl<'a> Writes<'a> {
                     .entry((c.partition, created_at_ms))
                     .or_default()
                     .push(id);
+            }
+            for (key, count) in &c.counts {
+                w.counts.insert(key, *count);
             }
             w.positions.insert(c.partition, c.position);
         }
@@ -284,6 +294,7 @@ fn write(db: &sled::Db, w: &Writes<'_>) -> Result<(), ProjectionError> {
     }
     chunks.write()?;
     listing::write(db, &w.created)?;
+    super::counts::write(db, &w.counts)?;
     for (&partition, position) in &w.positions {
         db.insert(&applied_key(partition)[..], &encode_position(position)[..])?;
     }
@@ -330,6 +341,7 @@ mod tests {
                 lease_ms: 1_000 * version,
             }],
             records: vec![Arc::new(record)],
+            counts: Vec::new(),
             room: 3,
         }
     }

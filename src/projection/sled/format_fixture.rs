@@ -1,7 +1,7 @@
 //! The stored record layout of the current projection format, pinned: one record in every
 //! state (and every variant a record carries), the completed one with history entries after it,
 //! as `<name> <hex>` lines in
-//! `schemas/fixtures/projection-records-v12.hex`. A change to [`OperationRecord`]'s shape fails
+//! `schemas/fixtures/projection-records-v13.hex`. A change to [`OperationRecord`]'s shape fails
 //! here: bump `PROJECTION_FORMAT` (a projection of another format is rebuilt from the log at
 //! start) and freeze the new format's fixture next to this one.
 
@@ -14,8 +14,8 @@ use crate::core::operation::{
     OpState, OperationRecord, QueryResult, RecoveryLease, ReleaseCause, UnknownCause, fixture,
 };
 
+const RECORDS_V13: &str = include_str!("../../../schemas/fixtures/projection-records-v13.hex");
 const RECORDS_V12: &str = include_str!("../../../schemas/fixtures/projection-records-v12.hex");
-const RECORDS_V11: &str = include_str!("../../../schemas/fixtures/projection-records-v11.hex");
 
 fn result() -> BusinessResult {
     BusinessResult {
@@ -198,10 +198,10 @@ fn samples() -> Vec<(&'static str, OperationRecord)> {
 #[test]
 fn the_current_projection_format_stores_records_exactly_as_its_fixture() {
     assert_eq!(
-        PROJECTION_FORMAT, 12,
+        PROJECTION_FORMAT, 13,
         "a new format freezes a fixture of its own"
     );
-    let frozen: Vec<(&str, Vec<u8>)> = RECORDS_V12
+    let frozen: Vec<(&str, Vec<u8>)> = RECORDS_V13
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
@@ -233,12 +233,12 @@ fn the_current_projection_format_stores_records_exactly_as_its_fixture() {
 /// even where its bytes after the format would still decode.
 #[test]
 fn a_record_of_the_previous_format_is_refused() {
-    for line in RECORDS_V11.lines().filter(|l| !l.trim().is_empty()) {
+    for line in RECORDS_V12.lines().filter(|l| !l.trim().is_empty()) {
         let (name, hex) = line.split_once(' ').expect("`name hex` lines");
         let bytes = hex::decode(hex.trim()).expect("hex");
         assert!(
             decode_record(&bytes, || name.to_owned()).is_err(),
-            "{name} of format 11 was read as format {PROJECTION_FORMAT}"
+            "{name} of format 12 was read as format {PROJECTION_FORMAT}"
         );
     }
 }

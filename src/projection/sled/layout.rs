@@ -1,12 +1,28 @@
 //! The key and value layout of the sled tree (the table in the module docs), and encoding
 //! records and positions into it.
 
-use super::PROJECTION_FORMAT;
 use crate::core::deadline::DeadlineKind;
 use crate::core::key::OperationId;
 use crate::core::operation::OperationRecord;
 use crate::core::partition::PartitionState;
 use crate::projection::{Position, ProjectionError, QueueChange};
+
+/// Version of the stored record layout. Bump it when [`OperationRecord`](crate::core::operation::OperationRecord) changes shape: a
+/// projection of another format is rebuilt from the log (older events are upcast on the way).
+/// 2: `Manual` carries the operator who took it over; the operator-queue index exists.
+/// 3: records carry their recovery bookkeeping.
+/// 4: records name the operation they compensate.
+/// 5: the queue index is ordered by partition and request time; positions carry the
+///    partition's fold state; the deadline index exists.
+/// 6: positions say whether the partition holds operations of an earlier id layout.
+/// 7: the arbiters' projection keeps the deadline index (there is no consumers' store).
+/// 8: the history index exists (each operation's event offsets).
+/// 9: a completed operation's result may carry its content (event schema version 3).
+/// 10: a record's value carries its first history entries; the deadline index is chunked.
+/// 11: each deadline-index entry carries its operation's lease length (24-byte entries).
+/// 12: the creation index exists; history entries mark an event's move to `manual`.
+/// 13: counts of operations by partition, tool and state are kept (`n` keys).
+pub const PROJECTION_FORMAT: u16 = 13;
 
 pub(super) const PREFIX_RECORD: u8 = b'o';
 const PREFIX_QUEUE: u8 = b'q';
@@ -14,6 +30,7 @@ const PREFIX_APPLIED: u8 = b'a';
 const PREFIX_DEADLINE: u8 = b't';
 const PREFIX_EVENT: u8 = b'e';
 pub(super) const PREFIX_CREATED: u8 = b'c';
+pub(super) const PREFIX_COUNT: u8 = b'n';
 pub(super) const META_FORMAT: &[u8] = b"mformat";
 pub(super) const META_LOG_ID: &[u8] = b"mlog_id";
 pub(super) const META_PARTITIONS: &[u8] = b"mpartitions";
@@ -53,6 +70,28 @@ pub(super) fn queue_prefix(partition: u32) -> [u8; 5] {
     key[0] = PREFIX_QUEUE;
     key[1..].copy_from_slice(&partition.to_be_bytes());
     key
+}
+
+/// The keys of a partition's counts start with this.
+pub(super) fn count_prefix(partition: u32) -> [u8; 5] {
+    let mut key = [0u8; 5];
+    key[0] = PREFIX_COUNT;
+    key[1..].copy_from_slice(&partition.to_be_bytes());
+    key
+}
+
+/// The key of a count: partition, the state's number, then the tool's name.
+pub(super) fn count_key(partition: u32, state: u8, tool: &str) -> Vec<u8> {
+    let mut key = count_prefix(partition).to_vec();
+    key.push(state);
+    key.extend_from_slice(tool.as_bytes());
+    key
+}
+
+/// The state's number and the tool of a count's key.
+pub(super) fn decode_count_key(key: &[u8]) -> Option<(u8, &str)> {
+    let state = *key.get(5)?;
+    Some((state, std::str::from_utf8(key.get(6..)?).ok()?))
 }
 
 /// The key of a creation-index entry: partition, creation time, and the lowest id it holds.

@@ -26,6 +26,7 @@
 //! aside and rebuilt by re-applying the log from offset 0.
 
 mod committer;
+mod counts;
 mod created;
 mod deadline_chunks;
 mod directory;
@@ -46,6 +47,7 @@ use directory::{
     LOCK_RELEASE_WAIT, check_meta, clean_marker, forget_clean, lock_projection, move_aside,
     open_db, sync_parent, write_meta,
 };
+pub use layout::PROJECTION_FORMAT;
 use layout::{
     PREFIX_RECORD, applied_key, decode_position, decode_queue_key, decode_record, queue_prefix,
     record_key,
@@ -54,22 +56,6 @@ pub use pending::PENDING_ENTRIES_MAX;
 pub use reading::ReadingProjection;
 use std::path::Path;
 use std::sync::Arc;
-
-/// Version of the stored record layout. Bump it when [`OperationRecord`] changes shape: a
-/// projection of another format is rebuilt from the log (older events are upcast on the way).
-/// 2: `Manual` carries the operator who took it over; the operator-queue index exists.
-/// 3: records carry their recovery bookkeeping.
-/// 4: records name the operation they compensate.
-/// 5: the queue index is ordered by partition and request time; positions carry the
-///    partition's fold state; the deadline index exists.
-/// 6: positions say whether the partition holds operations of an earlier id layout.
-/// 7: the arbiters' projection keeps the deadline index (there is no consumers' store).
-/// 8: the history index exists (each operation's event offsets).
-/// 9: a completed operation's result may carry its content (event schema version 3).
-/// 10: a record's value carries its first history entries; the deadline index is chunked.
-/// 11: each deadline-index entry carries its operation's lease length (24-byte entries).
-/// 12: the creation index exists; history entries mark an event's move to `manual`.
-pub const PROJECTION_FORMAT: u16 = 12;
 
 /// Entries a bulk handle ([`SledStore::bulk`]) writes to sled per sorted pass (its overlay
 /// holds up to twice as many, some hundreds of bytes each): larger passes insert faster, at the
@@ -341,6 +327,13 @@ impl ProjectionStore for SledStore {
         self.committer
             .pending()
             .due(partition, kind, until_ms, limit, scan_sled)
+    }
+
+    fn counts(
+        &self,
+        partition: u32,
+    ) -> Result<Vec<crate::projection::counts::StateCount>, ProjectionError> {
+        counts::read(&self.db, self.committer.pending(), partition)
     }
 
     fn listed(

@@ -35,6 +35,8 @@ pub(super) struct Commit {
     pub(super) queue: Vec<QueueChange>,
     pub(super) deadlines: Vec<crate::projection::DeadlineChange>,
     pub(super) events: Vec<EventRef>,
+    /// The counts it changed: each key's count after it.
+    pub(super) counts: Vec<(Vec<u8>, u64)>,
     /// Room it took, given back once it is in sled.
     pub(super) room: u32,
 }
@@ -75,6 +77,7 @@ struct Overlay {
     /// Creation-index entries (partition, creation time, id) not yet in sled; they never
     /// change either.
     created: BTreeSet<(u32, u64, OperationId)>,
+    counts: super::counts::Unwritten,
 }
 
 /// What a range read of sled must take from the overlay instead: the ids the overlay decides,
@@ -109,17 +112,20 @@ impl Pending {
     }
 
     /// Makes a commit visible and hands it to `send` (in commit order); waits for room first.
+    /// `stored` reads a count as sled holds it, for the counts the commit moves.
     pub(super) async fn commit(
         &self,
         partition: u32,
         position: Position,
         changes: Changes,
+        stored: impl Fn(&[u8]) -> Result<u64, ProjectionError>,
         send: impl FnOnce(Commit) -> Result<(), ProjectionError>,
     ) -> Result<(), ProjectionError> {
         let entries = changes.records.len()
             + changes.queue.len()
             + changes.deadlines.len()
-            + changes.events.len();
+            + changes.events.len()
+            + changes.counts.len();
         let room = entries.clamp(1, self.commit_room_max) as u32;
         match self.room.acquire_many(room).await {
             Ok(permit) => permit.forget(),
@@ -130,6 +136,9 @@ impl Pending {
             return Err(Self::failed(reason));
         }
         let seq = overlay.next_seq;
+        let counts = super::counts::after(partition, &changes.counts, |key| {
+            overlay.counts.get(key).map_or_else(|| stored(key), Ok)
+        })?;
         let records: Vec<Arc<OperationRecord>> =
             changes.records.into_iter().map(Arc::new).collect();
         // Sent first, under the lock: the committer receives commits in sequence order, cannot
@@ -143,8 +152,10 @@ impl Pending {
             queue: changes.queue.clone(),
             deadlines: changes.deadlines.clone(),
             events: changes.events.clone(),
+            counts: counts.clone(),
             room,
         })?;
+        overlay.counts.set(seq, counts);
         overlay.next_seq += 1;
         for record in records {
             overlay.records.insert(record.id, (seq, record));
@@ -216,6 +227,7 @@ impl Pending {
             for e in &c.events {
                 overlay.events.remove(&(e.id, e.offset));
             }
+            overlay.counts.written(&c.counts, upto);
             for (created_at_ms, id) in created_by(&c.events) {
                 overlay.created.remove(&(c.partition, created_at_ms, id));
             }
@@ -296,6 +308,11 @@ impl Pending {
     /// The position as last committed, if sled may not hold it yet.
     pub(super) fn position(&self, partition: u32) -> Option<Position> {
         self.lock().positions.get(&partition).map(|(_, p)| *p)
+    }
+
+    /// The counts of `partition` not yet in sled, by key.
+    pub(super) fn counts(&self, partition: u32) -> Vec<(Vec<u8>, u64)> {
+        self.lock().counts.of(partition)
     }
 
     /// The partition's queue entries the overlay decides: (request time, id) of those queued.

@@ -184,6 +184,18 @@ pub(super) fn in_sled(p: &SledStore, id: &OperationId) -> Option<OperationRecord
         .map(|v| layout::decode_record(&v, String::new).expect("decodes"))
 }
 
+fn arrives(
+    tool: &str,
+    from: Option<&'static str>,
+    to: &'static str,
+) -> crate::projection::counts::CountChange {
+    crate::projection::counts::CountChange {
+        tool: tool.into(),
+        from,
+        to,
+    }
+}
+
 #[tokio::test]
 // Holding the committer's gate across commits is the point: it keeps them pending.
 #[allow(clippy::await_holding_lock)]
@@ -198,6 +210,10 @@ async fn given_commits_not_yet_in_sled_when_read_then_they_shadow_what_sled_hold
         queue: vec![queued(&a, 10, true)],
         deadlines: vec![lease(&a, None, Some(100)), lease(&b, None, Some(50))],
         events: vec![event(&a, 0), event(&b, 0)],
+        counts: vec![
+            arrives("t", None, "processing"),
+            arrives("t", None, "processing"),
+        ],
     };
     p.commit(0, at(1), first).await.expect("commits");
     p.flush_now().expect("written");
@@ -208,6 +224,10 @@ async fn given_commits_not_yet_in_sled_when_read_then_they_shadow_what_sled_hold
         queue: vec![queued(&a, 10, false), queued(&c, 5, true)],
         deadlines: vec![lease(&a, Some(100), Some(20)), lease(&b, Some(50), None)],
         events: vec![event(&a, 1), event(&c, 1)],
+        counts: vec![
+            arrives("t", Some("processing"), "manual"),
+            arrives("u", None, "processing"),
+        ],
     };
     p.commit(0, at(2), second).await.expect("commits");
     assert_eq!(
@@ -233,6 +253,23 @@ async fn given_commits_not_yet_in_sled_when_read_then_they_shadow_what_sled_hold
         assert_eq!(offsets(&p, &a.id, 10), vec![0, 1], "{when}");
         assert_eq!(offsets(&p, &a.id, 1), vec![0], "{when}");
         assert_eq!(offsets(&p, &c.id, 10), vec![1], "{when}");
+        let counts: Vec<(String, String, u64)> = p
+            .counts(0)
+            .expect("reads")
+            .into_iter()
+            .map(|c| (c.tool, c.state, c.count))
+            .collect();
+        let count = |t: &str, s: &str, n| (t.to_owned(), s.to_owned(), n);
+        assert_eq!(
+            counts,
+            [
+                count("t", "manual", 1),
+                count("t", "processing", 1),
+                count("u", "processing", 1)
+            ],
+            "{when}: sled's counts, moved by the pending commit, never twice"
+        );
+        assert!(p.counts(1).expect("reads").is_empty(), "{when}");
     };
     check("pending");
     drop(held);
