@@ -291,3 +291,54 @@ async fn operator_mistakes_are_refused_with_a_reason_and_bad_bodies_append_nothi
     );
     server.stop();
 }
+
+/// A read-only operator: the `viewer` role reads the queue, any operation, its history and the
+/// counts, and every action is refused with nothing appended.
+#[tokio::test]
+async fn a_viewer_looks_at_everything_and_acts_on_nothing() {
+    const TOKEN_VIEWER: &str = "token-viewer-0004";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let viewer = format!(
+        "\n[[principal]]\nid = \"viewer-1\"\ntoken = \"{TOKEN_VIEWER}\"\nroles = [\"viewer\"]\n"
+    );
+    let server = Server::start_with(dir.path(), &viewer, &[]);
+    let id = unknown_message(&server, "view-1").await;
+    for path in [
+        "/v1/reconciliation".to_owned(),
+        "/v1/operations?state=manual".to_owned(),
+        format!("/v1/operations/{id}"),
+        format!("/v1/operations/{id}/history"),
+        "/v1/summary".to_owned(),
+        "/v1/tools".to_owned(),
+    ] {
+        let (s, b) = server.get(TOKEN_VIEWER, &path).await;
+        assert_eq!(s, 200, "{path}: {b}");
+    }
+    let (_, queue) = server.get(TOKEN_VIEWER, "/v1/reconciliation").await;
+    assert_eq!(queue["items"][0]["operation_id"], id.as_str());
+    let (_, before) = server
+        .get(TOKEN_A, &format!("/v1/operations/{id}/history"))
+        .await;
+    for (path, body) in [
+        (format!("/v1/operations/{id}/takeover"), json!({})),
+        (
+            format!("/v1/operations/{id}/resolve"),
+            json!({"outcome": "not_executed"}),
+        ),
+        ("/v1/admin/reload".to_owned(), json!({})),
+    ] {
+        let (s, b) = server.post(TOKEN_VIEWER, &path, body).await;
+        assert_eq!(
+            (s, b["error"]["code"].as_str()),
+            (403, Some("forbidden")),
+            "{path}: {b}"
+        );
+    }
+    let (s, b) = server.claim(TOKEN_VIEWER, "view-2", message("w1")).await;
+    assert_eq!(s, 403, "a viewer claims nothing: {b}");
+    let (_, after) = server
+        .get(TOKEN_A, &format!("/v1/operations/{id}/history"))
+        .await;
+    assert_eq!(after, before, "nothing appended");
+    server.stop();
+}

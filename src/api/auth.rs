@@ -91,16 +91,17 @@ pub fn authenticate(
 }
 
 /// Requires a role.
-pub fn require(principal: &Principal, role: Role) -> Result<(), ApiError> {
-    if principal.roles.contains(&role) {
+pub fn require(principal: &Principal, roles: &[Role]) -> Result<(), ApiError> {
+    if roles.iter().any(|r| principal.roles.contains(r)) {
         Ok(())
     } else {
+        let named: Vec<String> = roles.iter().map(|r| format!("`{}`", r.as_str())).collect();
         Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
             format!(
-                "this principal lacks the `{}` role (its `roles` in the config)",
-                role.as_str()
+                "this principal lacks the {} role (its `roles` in the config)",
+                named.join(" or ")
             ),
         ))
     }

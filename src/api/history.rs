@@ -17,7 +17,8 @@ pub(super) async fn history(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let principal = auth::authenticate(&state.principals, &headers)?;
-    auth::require(&principal, Role::Auditor)?;
+    // A viewer reads what an auditor reads.
+    auth::require(&principal, &[Role::Auditor, Role::Viewer])?;
     let history = state.ledger.history(operation_id(&id)?).await?;
     Ok((StatusCode::OK, axum::Json(history.to_json())).into_response())
 }

@@ -22,7 +22,12 @@ pub(super) async fn reconciliation(
     State(state): State<Arc<ApiState>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    operator(&state, &headers)?;
+    // A viewer looks at the queue too; acting on it stays an operator's.
+    let principal = super::auth::authenticate(&state.principals, &headers)?;
+    super::auth::require(
+        &principal,
+        &[crate::config::Role::Operator, crate::config::Role::Viewer],
+    )?;
     let (records, total) = state
         .ledger
         .reconciliation(RECONCILIATION_ITEMS_MAX)

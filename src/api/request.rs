@@ -171,7 +171,7 @@ fn with_role(
     role: Role,
 ) -> Result<Arc<Principal>, ApiError> {
     let principal = auth::authenticate(&state.principals, headers)?;
-    auth::require(&principal, role)?;
+    auth::require(&principal, &[role])?;
     Ok(principal)
 }
 

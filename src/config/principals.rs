@@ -14,6 +14,9 @@ pub enum Role {
     Operator,
     /// Reads the history.
     Auditor,
+    /// Reads what operators and auditors read (the queue, any operation, histories, counts)
+    /// and may not act: a read-only operator.
+    Viewer,
 }
 
 impl Role {
@@ -23,8 +26,12 @@ impl Role {
             Self::Agent => "agent",
             Self::Operator => "operator",
             Self::Auditor => "auditor",
+            Self::Viewer => "viewer",
         }
     }
+
+    /// Every role, as the config spells them.
+    pub const ALL: [Self; 4] = [Self::Agent, Self::Operator, Self::Auditor, Self::Viewer];
 }
 
 /// An authenticated caller.
@@ -52,9 +59,11 @@ pub struct RateLimit {
 }
 
 impl Principal {
-    /// Whether it reads any principal's operations (an operator or an auditor does).
+    /// Whether it reads any principal's operations (an operator, an auditor or a viewer does).
     pub fn oversees(&self) -> bool {
-        self.roles.contains(&Role::Operator) || self.roles.contains(&Role::Auditor)
+        [Role::Operator, Role::Auditor, Role::Viewer]
+            .iter()
+            .any(|r| self.roles.contains(r))
     }
 
     /// Whether the principal may use a tool.
@@ -163,10 +172,11 @@ fn token_of(p: &RawPrincipal) -> Result<[u8; 32], (&'static str, String)> {
 
 /// A principal's roles, or the ones nobody knows.
 fn roles_of(p: &RawPrincipal) -> Result<HashSet<Role>, String> {
+    let named = |r: &str| Role::ALL.into_iter().find(|role| role.as_str() == r);
     let unknown: Vec<String> = p
         .roles
         .iter()
-        .filter(|r| !["agent", "operator", "auditor"].contains(&r.as_str()))
+        .filter(|r| named(r).is_none())
         .map(|r| format!("{r:?}"))
         .collect();
     if !unknown.is_empty() {
@@ -176,18 +186,11 @@ fn roles_of(p: &RawPrincipal) -> Result<HashSet<Role>, String> {
             ("roles", "are")
         };
         return Err(format!(
-            "{noun} {} {verb} not one of agent, operator, auditor",
+            "{noun} {} {verb} not one of agent, operator, auditor, viewer",
             unknown.join(", ")
         ));
     }
-    Ok(p.roles
-        .iter()
-        .map(|r| match r.as_str() {
-            "agent" => Role::Agent,
-            "operator" => Role::Operator,
-            _ => Role::Auditor,
-        })
-        .collect())
+    Ok(p.roles.iter().filter_map(|r| named(r)).collect())
 }
 
 /// The tools a principal may use (`None`: all) and the MCP upstreams whose every tool it may,
