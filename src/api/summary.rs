@@ -33,8 +33,18 @@ pub(super) async fn summary(
     let mut total = 0u64;
     for c in &counts {
         total += c.count;
-        let n = by_state[&c.state].as_u64().unwrap_or(0) + c.count;
-        by_state.insert(c.state.clone(), json!(n));
+        // A state this build does not know (a newer peer's) is not made up: it is refused.
+        let Some(n) = by_state.get(&c.state).and_then(Value::as_u64) else {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                format!(
+                    "a partition counts a state this node does not know ({:?}): a node of another version answers for it; retry once the cluster runs one version",
+                    c.state
+                ),
+            ));
+        };
+        by_state.insert(c.state.clone(), json!(n + c.count));
         let tool = by_tool
             .entry(c.tool.clone())
             .or_insert_with(|| Value::Object(Map::new()));

@@ -61,7 +61,12 @@ pub(super) fn after(
 ) -> Result<Vec<(Vec<u8>, u64)>, ProjectionError> {
     let mut counts = Vec::new();
     for ((tool, state), delta) in crate::projection::counts::deltas(changes) {
-        let code = crate::projection::counts::state_code(state).unwrap_or(u8::MAX);
+        let code = crate::projection::counts::state_code(state).ok_or_else(|| {
+            ProjectionError::Corrupt {
+                what: format!("a count of tool {tool}"),
+                reason: format!("{state:?} is not a state"),
+            }
+        })?;
         let key = super::layout::count_key(partition, code, &tool);
         let count = crate::projection::counts::moved(now(&key)?, delta);
         counts.push((key, count));
@@ -88,13 +93,14 @@ pub(super) fn read(
     pending: &Pending,
     partition: u32,
 ) -> Result<Vec<StateCount>, ProjectionError> {
-    let mut by_key: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-    for item in db.scan_prefix(count_prefix(partition)) {
-        let (key, value) = item?;
-        let count = decode(&key, &value)?;
-        by_key.insert(key.to_vec(), count);
-    }
-    by_key.extend(pending.counts(partition));
+    let by_key = pending.counts(partition, || {
+        let mut stored = BTreeMap::new();
+        for item in db.scan_prefix(count_prefix(partition)) {
+            let (key, value) = item?;
+            stored.insert(key.to_vec(), decode(&key, &value)?);
+        }
+        Ok(stored)
+    })?;
     let mut counts = Vec::new();
     for (key, count) in by_key {
         let named = decode_count_key(&key).and_then(|(s, tool)| Some((state_of(s)?, tool)));

@@ -19,6 +19,7 @@
 //! | `t` + partition (u32 BE) + kind (1) + due (u64 BE) + id (16) | up to 256 entries due then, each an id (16) and its lease length (u64 LE), ascending by id, none below the key's: the deadline index, earliest first |
 //! | `e` + id (16) + offset (u64 BE)                      | the decision's code: the history entries not in the record's value |
 //! | `c` + partition (u32 BE) + created (u64 BE) + id (16) | the ids (16 each, ascending) a write group created then: the creation index, for listings (`listing.rs`) |
+//! | `n` + partition (u32 BE) + state (1) + tool          | how many of the partition's operations of the tool are in the state (u64 BE), for `/v1/summary` (`counts.rs`) |
 //! | `m` + name                                           | metadata: format, log id, partitions    |
 //!
 //! sled 0.34 is beta software with corruption reports after `kill -9`; nothing here is the source

@@ -138,7 +138,9 @@ impl Pending {
         let seq = overlay.next_seq;
         let counts = super::counts::after(partition, &changes.counts, |key| {
             overlay.counts.get(key).map_or_else(|| stored(key), Ok)
-        })?;
+        })
+        // Nothing is sent: the room goes back.
+        .inspect_err(|_| self.room.add_permits(room as usize))?;
         let records: Vec<Arc<OperationRecord>> =
             changes.records.into_iter().map(Arc::new).collect();
         // Sent first, under the lock: the committer receives commits in sequence order, cannot
@@ -310,9 +312,18 @@ impl Pending {
         self.lock().positions.get(&partition).map(|(_, p)| *p)
     }
 
-    /// The counts of `partition` not yet in sled, by key.
-    pub(super) fn counts(&self, partition: u32) -> Vec<(Vec<u8>, u64)> {
-        self.lock().counts.of(partition)
+    /// `partition`'s counts by key: what `sled` reads, with the overlay's over them — sled
+    /// read under the overlay's lock, so that a group the committer finishes meanwhile is
+    /// seen in one place or the other, never in neither.
+    pub(super) fn counts(
+        &self,
+        partition: u32,
+        sled: impl FnOnce() -> Result<BTreeMap<Vec<u8>, u64>, ProjectionError>,
+    ) -> Result<BTreeMap<Vec<u8>, u64>, ProjectionError> {
+        let overlay = self.lock();
+        let mut by_key = sled()?;
+        by_key.extend(overlay.counts.of(partition));
+        Ok(by_key)
     }
 
     /// The partition's queue entries the overlay decides: (request time, id) of those queued.
