@@ -370,8 +370,15 @@ impl std::error::Error for Verdict {}
 /// The error and its causes, each said once: a cause whose text an outer message already
 /// includes (many errors name their cause in their own message) is not repeated.
 fn said_once(error: &anyhow::Error) -> String {
-    let mut text = error.to_string();
-    for cause in error.chain().skip(1) {
+    with_causes(error.to_string(), error.chain().skip(1))
+}
+
+/// `text`, then each of `causes` whose text it does not include yet.
+fn with_causes<'a>(
+    mut text: String,
+    causes: impl Iterator<Item = &'a (dyn std::error::Error + 'static)>,
+) -> String {
+    for cause in causes {
         let cause = cause.to_string();
         if !text.contains(&cause) {
             text.push_str(": ");

@@ -366,40 +366,57 @@ mod tests {
         (request, response)
     }
 
+    /// A fixture's lines of hex, as bytes.
+    fn fixture_lines(hex_text: &str) -> Vec<Vec<u8>> {
+        hex_text
+            .lines()
+            .map(|l| hex::decode(l.trim()).expect("fixture is hex"))
+            .collect()
+    }
+
+    /// A frozen request and answer (`lines`) decode to these and encode back to the same bytes.
+    fn assert_frozen_pair(lines: &[Vec<u8>], request: &PeerRequest, response: &PeerResponse) {
+        assert_eq!(lines.len(), 2);
+        assert_eq!(&decode::<PeerRequest>(&lines[0]).expect("decodes"), request);
+        assert_eq!(encode(request), lines[0]);
+        assert_eq!(
+            &decode::<PeerResponse>(&lines[1]).expect("decodes"),
+            response
+        );
+        assert_eq!(encode(response), lines[1]);
+    }
+
+    /// Writes a request and answer as a new fixture, once: never over a frozen one.
+    fn write_frozen_pair(path: &str, request: &PeerRequest, response: &PeerResponse) {
+        let frozen = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(frozen.trim().is_empty(), "{path} is frozen");
+        let text = format!(
+            "{}\n{}\n",
+            hex::encode(encode(request)),
+            hex::encode(encode(response))
+        );
+        std::fs::write(path, text).expect("writes");
+    }
+
     const HISTORY_V1_HEX: &str =
         include_str!("../../schemas/fixtures/peer-messages-v1-history.hex");
 
     #[test]
     fn the_frozen_history_messages_still_decode_and_encode_the_same() {
         let (request, response) = history_messages();
-        let lines: Vec<Vec<u8>> = HISTORY_V1_HEX
-            .lines()
-            .map(|l| hex::decode(l.trim()).expect("fixture is hex"))
+        let lines: Vec<Vec<u8>> = fixture_lines(HISTORY_V1_HEX)
+            .iter()
+            .map(|l| as_current(l))
             .collect();
-        assert_eq!(lines.len(), 2);
-        let lines: Vec<Vec<u8>> = lines.iter().map(|l| as_current(l)).collect();
-        assert_eq!(decode::<PeerRequest>(&lines[0]).expect("decodes"), request);
-        assert_eq!(encode(&request), lines[0]);
-        assert_eq!(
-            decode::<PeerResponse>(&lines[1]).expect("decodes"),
-            response
-        );
-        assert_eq!(encode(&response), lines[1]);
+        assert_frozen_pair(&lines, &request, &response);
     }
 
     #[test]
     #[ignore = "writes the history messages' fixture once"]
     fn write_history_fixture() {
-        let path = "schemas/fixtures/peer-messages-v1-history.hex";
-        let frozen = std::fs::read_to_string(path).unwrap_or_default();
-        assert!(frozen.trim().is_empty(), "{path} is frozen");
         let (request, response) = history_messages();
-        let text = format!(
-            "{}\n{}\n",
-            hex::encode(encode(&request)),
-            hex::encode(encode(&response))
-        );
-        std::fs::write(path, text).expect("writes");
+        let path = "schemas/fixtures/peer-messages-v1-history.hex";
+        write_frozen_pair(path, &request, &response);
     }
 
     /// What format 2 added, frozen: answers carrying a completed record whose result has
@@ -503,33 +520,18 @@ mod tests {
     #[test]
     fn the_frozen_list_messages_still_decode_and_encode_the_same() {
         let (request, response) = list_messages();
-        let lines: Vec<Vec<u8>> = LIST_V2_HEX
-            .lines()
-            .map(|l| hex::decode(l.trim()).expect("fixture is hex"))
-            .collect();
-        assert_eq!(lines.len(), 2);
-        assert_eq!(decode::<PeerRequest>(&lines[0]).expect("decodes"), request);
-        assert_eq!(encode(&request), lines[0]);
-        assert_eq!(
-            decode::<PeerResponse>(&lines[1]).expect("decodes"),
-            response
-        );
-        assert_eq!(encode(&response), lines[1]);
+        assert_frozen_pair(&fixture_lines(LIST_V2_HEX), &request, &response);
     }
 
     #[test]
     #[ignore = "writes the list messages' fixture once"]
     fn write_list_fixture() {
-        let path = "schemas/fixtures/peer-messages-v2-list.hex";
-        let frozen = std::fs::read_to_string(path).unwrap_or_default();
-        assert!(frozen.trim().is_empty(), "{path} is frozen");
         let (request, response) = list_messages();
-        let text = format!(
-            "{}\n{}\n",
-            hex::encode(encode(&request)),
-            hex::encode(encode(&response))
+        write_frozen_pair(
+            "schemas/fixtures/peer-messages-v2-list.hex",
+            &request,
+            &response,
         );
-        std::fs::write(path, text).expect("writes");
     }
 
     /// The counts messages format 2 gained later, frozen on their own.
@@ -554,33 +556,18 @@ mod tests {
     #[test]
     fn the_frozen_counts_messages_still_decode_and_encode_the_same() {
         let (request, response) = counts_messages();
-        let lines: Vec<Vec<u8>> = COUNTS_V2_HEX
-            .lines()
-            .map(|l| hex::decode(l.trim()).expect("fixture is hex"))
-            .collect();
-        assert_eq!(lines.len(), 2);
-        assert_eq!(decode::<PeerRequest>(&lines[0]).expect("decodes"), request);
-        assert_eq!(encode(&request), lines[0]);
-        assert_eq!(
-            decode::<PeerResponse>(&lines[1]).expect("decodes"),
-            response
-        );
-        assert_eq!(encode(&response), lines[1]);
+        assert_frozen_pair(&fixture_lines(COUNTS_V2_HEX), &request, &response);
     }
 
     #[test]
     #[ignore = "writes the counts messages' fixture once"]
     fn write_counts_fixture() {
-        let path = "schemas/fixtures/peer-messages-v2-counts.hex";
-        let frozen = std::fs::read_to_string(path).unwrap_or_default();
-        assert!(frozen.trim().is_empty(), "{path} is frozen");
         let (request, response) = counts_messages();
-        let text = format!(
-            "{}\n{}\n",
-            hex::encode(encode(&request)),
-            hex::encode(encode(&response))
+        write_frozen_pair(
+            "schemas/fixtures/peer-messages-v2-counts.hex",
+            &request,
+            &response,
         );
-        std::fs::write(path, text).expect("writes");
     }
 
     #[test]

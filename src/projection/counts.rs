@@ -43,13 +43,13 @@ pub(crate) fn state_of(code: u8) -> Option<&'static str> {
 
 /// What `changes` do to each (tool, state)'s count: +1 for each arrival, −1 for each departure,
 /// the pairs that net to nothing left out.
-pub fn deltas(changes: &[CountChange]) -> BTreeMap<(String, &'static str), i64> {
-    let mut net: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
+pub fn deltas(changes: &[CountChange]) -> BTreeMap<(&str, &'static str), i64> {
+    let mut net: BTreeMap<(&str, &'static str), i64> = BTreeMap::new();
     for change in changes {
         if let Some(from) = change.from {
-            *net.entry((change.tool.clone(), from)).or_default() -= 1;
+            *net.entry((&change.tool, from)).or_default() -= 1;
         }
-        *net.entry((change.tool.clone(), change.to)).or_default() += 1;
+        *net.entry((&change.tool, change.to)).or_default() += 1;
     }
     net.retain(|_, d| *d != 0);
     net
@@ -95,20 +95,15 @@ mod tests {
 
     #[test]
     fn moves_between_states_net_out_per_tool_and_state() {
-        let d = deltas(&[
+        let changes = [
             change("a", None, "processing"),
             change("a", Some("processing"), "completed"),
             change("b", None, "processing"),
             change("a", Some("manual"), "manual"),
-        ]);
+        ];
+        let d = deltas(&changes);
         let d: Vec<_> = d.into_iter().collect();
-        assert_eq!(
-            d,
-            [
-                (("a".to_owned(), "completed"), 1),
-                (("b".to_owned(), "processing"), 1),
-            ]
-        );
+        assert_eq!(d, [(("a", "completed"), 1), (("b", "processing"), 1),]);
         assert_eq!(moved(3, -1), 2);
         assert_eq!(moved(0, -1), 0, "never below zero");
         assert_eq!(moved(3, 2), 5);

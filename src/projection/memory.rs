@@ -114,7 +114,10 @@ impl ProjectionStore for MemoryStore {
                 .map(|e| ((e.id, e.offset), (e.decision, e.moved_to_manual))),
         );
         for ((tool, state), delta) in super::counts::deltas(&changes.counts) {
-            let count = maps.counts.entry((partition, tool, state)).or_default();
+            let count = maps
+                .counts
+                .entry((partition, tool.to_owned(), state))
+                .or_default();
             *count = super::counts::moved(*count, delta);
         }
         maps.positions.insert(partition, position);

@@ -307,23 +307,15 @@ fn refused(error: ClientError) -> anyhow::Error {
         }
         ClientError::Refused { status: 409, .. } => (5, error.to_string()),
         ClientError::Refused { .. } => (3, error.to_string()),
-        ClientError::Transport(e) => (1, with_causes(&error, e)),
+        // The causes say what went wrong: a refused connection, a certificate nobody trusts.
+        ClientError::Transport(e) => (
+            1,
+            super::with_causes(
+                error.to_string(),
+                std::iter::successors(std::error::Error::source(e), |c| c.source()),
+            ),
+        ),
         ClientError::Unexpected(_) => (1, error.to_string()),
     };
     Verdict { code, message }.into()
-}
-
-/// An error and each cause below it (a refused connection, a certificate nobody trusts).
-fn with_causes(error: &ClientError, inner: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = inner.source();
-    while let Some(c) = cause {
-        let said = c.to_string();
-        if !text.contains(&said) {
-            text.push_str(": ");
-            text.push_str(&said);
-        }
-        cause = c.source();
-    }
-    text
 }

@@ -67,7 +67,7 @@ pub(super) fn after(
                 reason: format!("{state:?} is not a state"),
             }
         })?;
-        let key = super::layout::count_key(partition, code, &tool);
+        let key = super::layout::count_key(partition, code, tool);
         let count = crate::projection::counts::moved(now(&key)?, delta);
         counts.push((key, count));
     }
