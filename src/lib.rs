@@ -20,6 +20,7 @@ pub mod client;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod console;
 #[path = "../consumers/mod.rs"]
 pub mod consumers;
 /// The pure core (its own crate, `src/core`, so that the compiler keeps it pure).

@@ -144,7 +144,17 @@ async fn an_operator_settles_a_case_from_the_terminal() {
         .await;
     assert_eq!(after, before, "nothing was appended");
 
-    let out = ops(&server, TOKEN_A, &["takeover", &id], "yes\n");
+    let out = ops(
+        &server,
+        TOKEN_A,
+        &[
+            "takeover",
+            &id,
+            "--reason",
+            "the customer says no message came",
+        ],
+        "yes\n",
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stdout(&out).contains("manual"), "{}", stdout(&out));
 
@@ -165,11 +175,46 @@ async fn an_operator_settles_a_case_from_the_terminal() {
     let out = ops(
         &server,
         TOKEN_A,
-        &["resolve", &id, "not-executed", "--yes"],
+        &[
+            "resolve",
+            &id,
+            "not-executed",
+            "--reason",
+            "not in the provider's log",
+            "--yes",
+        ],
         "",
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stdout(&out).contains("released"), "{}", stdout(&out));
+    // The reasons are in the history, each on its action.
+    let (_, history) = server
+        .get(TOKEN_A, &format!("/v1/operations/{id}/history"))
+        .await;
+    let reason_of = |kind: &str| {
+        history["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .find(|e| e["type"] == kind)
+            .map(|e| {
+                let action = &e["event"];
+                match &action["reason"] {
+                    Value::Null => action["by"]["reason"].clone(),
+                    reason => reason.clone(),
+                }
+            })
+    };
+    assert_eq!(
+        reason_of("taken_over"),
+        Some(json!("the customer says no message came")),
+        "{history}"
+    );
+    assert_eq!(
+        reason_of("resolved"),
+        Some(json!("not in the provider's log")),
+        "{history}"
+    );
     let (_, now) = server.get(TOKEN_A, &format!("/v1/operations/{id}")).await;
     assert_eq!(now["state"], "released", "{now}");
     // The same resolution again is a repeat (nothing new); another one is rejected.

@@ -95,6 +95,29 @@ fn curl_claims_over_tls_and_plain_http_or_an_untrusted_certificate_get_nowhere()
         "{answer} {}",
         String::from_utf8_lossy(&claim.stderr)
     );
+    // Over TLS the console's session cookie is marked Secure: a browser never sends it in the
+    // clear.
+    let signin = curl(&[
+        "--cacert",
+        cacert,
+        "-i",
+        "-H",
+        "X-Opledger-Console: 1",
+        "-H",
+        "Content-Type: application/json",
+        "--data",
+        &format!(r#"{{"token":"{TOKEN_A}"}}"#),
+        &format!("{}/ui/session", server.base),
+    ]);
+    let head = String::from_utf8_lossy(&signin.stdout).to_lowercase();
+    let cookie = head
+        .lines()
+        .find(|l| l.starts_with("set-cookie:"))
+        .unwrap_or_else(|| panic!("no cookie: {head}"));
+    assert!(
+        cookie.contains("; secure") && cookie.contains("httponly"),
+        "{cookie}"
+    );
     let untrusted = curl(&[&format!("{}/healthz", server.base)]);
     assert!(
         !untrusted.status.success(),

@@ -1,5 +1,5 @@
-//! Bearer-token authentication: the token's SHA-256 is looked up; the token itself is never kept,
-//! logged or compared in the clear.
+//! Authentication: a bearer token's SHA-256 is looked up (the token itself is never kept, logged
+//! or compared in the clear), or a console session standing for one (`session.rs`).
 
 use super::error::ApiError;
 use crate::config::{Principal, Role, token_hash};
@@ -13,6 +13,8 @@ pub struct Principals {
     current: RwLock<Arc<HashMap<[u8; 32], Arc<Principal>>>>,
     /// Request rates, by principal id (kept across reloads).
     rates: super::rate::Limiter,
+    /// The console's sessions (kept across reloads; each names its token's hash).
+    pub sessions: super::session::Sessions,
 }
 
 impl Principals {
@@ -21,6 +23,7 @@ impl Principals {
         Self {
             current: RwLock::new(Arc::new(Self::share(by_token))),
             rates: super::rate::Limiter::default(),
+            sessions: super::session::Sessions::default(),
         }
     }
 
@@ -42,7 +45,8 @@ impl Principals {
         count
     }
 
-    fn get(&self, hash: &[u8; 32]) -> Option<Arc<Principal>> {
+    /// The principal of a token hash, if the config in force knows it.
+    pub fn get(&self, hash: &[u8; 32]) -> Option<Arc<Principal>> {
         self.current
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -51,28 +55,24 @@ impl Principals {
     }
 }
 
-/// Finds the principal of a request's `Authorization: Bearer` token.
+/// Finds the principal of a request: its `Authorization: Bearer` token, or else its console
+/// session cookie — accepted only with the console's header, which no other site can make a
+/// browser send.
 pub fn authenticate(
     principals: &Principals,
     headers: &HeaderMap,
 ) -> Result<Arc<Principal>, ApiError> {
-    let unauthenticated = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", m);
-    let value = headers
-        .get(header::AUTHORIZATION)
-        .ok_or_else(|| unauthenticated("an Authorization: Bearer <token> header is required"))?;
-    let token = value
-        .to_str()
-        .ok()
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| unauthenticated("the Authorization header must be `Bearer <token>`"))?;
-    let principal = principals
-        .get(&token_hash(token))
-        .ok_or_else(|| unauthenticated("the token is not known"))?;
+    let principal = match headers.get(header::AUTHORIZATION) {
+        Some(value) => by_bearer(principals, value)?,
+        None => match console_session(headers) {
+            Some(session) => by_session(principals, headers, session)?,
+            None => {
+                return Err(unauthenticated(
+                    "an Authorization: Bearer <token> header is required",
+                ));
+            }
+        },
+    };
     if let Some(limit) = principal.rate
         && let Err(seconds) = principals.rates.admit(&principal.id, limit)
     {
@@ -88,6 +88,62 @@ pub fn authenticate(
         return Err(limited);
     }
     Ok(principal)
+}
+
+fn unauthenticated(message: &str) -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+}
+
+fn by_bearer(
+    principals: &Principals,
+    value: &header::HeaderValue,
+) -> Result<Arc<Principal>, ApiError> {
+    let token = value
+        .to_str()
+        .ok()
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| unauthenticated("the Authorization header must be `Bearer <token>`"))?;
+    principals
+        .get(&token_hash(token))
+        .ok_or_else(|| unauthenticated("the token is not known"))
+}
+
+/// The console session cookie of a request, if it has one.
+pub fn console_session(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| super::session::cookie(v, super::session::COOKIE))
+}
+
+fn by_session(
+    principals: &Principals,
+    headers: &HeaderMap,
+    session: &str,
+) -> Result<Arc<Principal>, ApiError> {
+    if headers
+        .get(super::session::CONSOLE_HEADER)
+        .is_none_or(|v| v != "1")
+    {
+        return Err(unauthenticated(
+            "a console session is accepted only from the console (with its X-Opledger-Console: 1 header); an API client sends Authorization: Bearer <token>",
+        ));
+    }
+    principals
+        .sessions
+        .token_of(session, std::time::Instant::now())
+        .and_then(|hash| principals.get(&hash))
+        .ok_or_else(|| {
+            unauthenticated(
+                "the console session has ended (signed out, idle for an hour, twelve hours old, the node restarted or the token was revoked): sign in again",
+            )
+        })
 }
 
 /// Requires a role.

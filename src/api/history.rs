@@ -10,15 +10,15 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
-/// `GET /v1/operations/{id}/history`: any principal's operation, for the `auditor` role only.
+/// `GET /v1/operations/{id}/history`: any principal's operation, for those who oversee them
+/// (an auditor, an operator settling it, a viewer).
 pub(super) async fn history(
     State(state): State<Arc<ApiState>>,
     id: PathId,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let principal = auth::authenticate(&state.principals, &headers)?;
-    // A viewer reads what an auditor reads.
-    auth::require(&principal, &[Role::Auditor, Role::Viewer])?;
+    auth::require(&principal, &[Role::Auditor, Role::Operator, Role::Viewer])?;
     let history = state.ledger.history(operation_id(&id)?).await?;
     Ok((StatusCode::OK, axum::Json(history.to_json())).into_response())
 }

@@ -4,6 +4,7 @@
 pub mod answer;
 pub mod auth;
 pub mod error;
+mod etag;
 
 mod claims;
 mod history;
@@ -14,6 +15,7 @@ pub mod ready;
 mod reports;
 pub(crate) mod request;
 pub mod server;
+pub mod session;
 mod stall;
 mod summary;
 pub mod tls;
@@ -86,6 +88,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/reconciliation", get(reconciliation))
         .route("/v1/tools", get(tools::tools))
         .route("/v1/summary", get(summary::summary))
+        .route("/v1/summary/history", get(summary::history))
         .route("/v1/admin/reload", post(reload))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such endpoint") })
         .method_not_allowed_fallback(|| async {

@@ -39,7 +39,7 @@ pub(super) async fn reconciliation(
         "truncated": total > items.len(),
         "items": items,
     });
-    Ok((StatusCode::OK, axum::Json(body)).into_response())
+    Ok(super::etag::json(&headers, &body))
 }
 
 #[derive(Deserialize, Default)]
@@ -47,6 +47,13 @@ pub(super) async fn reconciliation(
 struct TakeOverBody {
     #[serde(default, deserialize_with = "whole::optional")]
     expected_version: Option<u64>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// A reason as the ledger keeps it: trimmed, and none when blank.
+fn reason_of(text: Option<String>) -> Option<String> {
+    text.map(|r| r.trim().to_owned()).filter(|r| !r.is_empty())
 }
 
 pub(super) async fn take_over(
@@ -59,6 +66,7 @@ pub(super) async fn take_over(
     let b: TakeOverBody = optional_json_body(body, &state).await?;
     let command = OperatorCommand::TakeOver {
         expected_version: b.expected_version,
+        reason: reason_of(b.reason),
     };
     let answer = state
         .ledger
@@ -81,6 +89,8 @@ struct ResolveBody {
     result: Option<ResultBody>,
     #[serde(default, deserialize_with = "whole::optional")]
     expected_version: Option<u64>,
+    #[serde(default)]
+    reason: Option<String>,
 }
 
 pub(super) async fn resolve(
@@ -114,6 +124,7 @@ pub(super) async fn resolve(
     };
     let command = OperatorCommand::Resolve {
         expected_version: b.expected_version,
+        reason: reason_of(b.reason),
         outcome,
     };
     let answer = state

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 /// Reads the body up to the configured bound and parses it as JSON of the expected shape.
 /// Errors name the position and the expected fields, never a value from the body.
-pub(super) async fn json_body<T: DeserializeOwned>(
+pub(crate) async fn json_body<T: DeserializeOwned>(
     body: Body,
     state: &ApiState,
 ) -> Result<T, ApiError> {

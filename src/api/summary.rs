@@ -6,23 +6,61 @@ use super::{ApiState, auth};
 use crate::core::operation::OpState;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
+
+/// The caller, who must oversee every principal's operations.
+fn overseer(state: &ApiState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let principal = auth::authenticate(&state.principals, headers)?;
+    if !principal.oversees() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "the summary counts every principal's operations: it needs the `operator`, `auditor` or `viewer` role",
+        ));
+    }
+    Ok(())
+}
+
+/// `GET /v1/summary/history`: the console's charts — a sample a minute for the last day of
+/// this node's decisions by kind and the queue's size, and the minute so far last.
+pub(super) async fn history(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    use crate::metrics::trend::{KINDS, SAMPLE_EVERY_MS, Sample};
+    overseer(&state, &headers)?;
+    let now_ms = crate::clock::SystemClock::shared().now_ms();
+    let metrics = &state.metrics;
+    let (samples, current) = metrics.trend.samples(now_ms, metrics.queue_size());
+    let shown = |s: &Sample, partial: bool| {
+        let mut m: Map<String, Value> = KINDS
+            .iter()
+            .zip(s.decisions)
+            .map(|(k, n)| ((*k).to_owned(), json!(n)))
+            .collect();
+        m.insert("at".into(), json!(super::answer::rfc3339(s.at_ms)));
+        m.insert("queue".into(), json!(s.queue));
+        m.insert("partial".into(), json!(partial));
+        Value::Object(m)
+    };
+    let mut items: Vec<Value> = samples.iter().map(|s| shown(s, false)).collect();
+    items.push(shown(&current, true));
+    let body = json!({
+        "interval_seconds": SAMPLE_EVERY_MS / 1000,
+        "kinds": KINDS,
+        "samples": items,
+    });
+    Ok(super::etag::json(&headers, &body))
+}
 
 /// `GET /v1/summary`.
 pub(super) async fn summary(
     State(state): State<Arc<ApiState>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let principal = auth::authenticate(&state.principals, &headers)?;
-    if !principal.oversees() {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "the summary counts every principal's operations: it needs the `operator` or `auditor` role",
-        ));
-    }
+    overseer(&state, &headers)?;
     let counts = state.ledger.summary().await?;
     // Every state, so a header shows a zero rather than nothing.
     let mut by_state: Map<String, Value> = OpState::NAMES
@@ -50,9 +88,6 @@ pub(super) async fn summary(
             .or_insert_with(|| Value::Object(Map::new()));
         tool[&c.state] = json!(c.count);
     }
-    Ok((
-        StatusCode::OK,
-        axum::Json(json!({ "total": total, "by_state": by_state, "by_tool": by_tool })),
-    )
-        .into_response())
+    let body = json!({ "total": total, "by_state": by_state, "by_tool": by_tool });
+    Ok(super::etag::json(&headers, &body))
 }

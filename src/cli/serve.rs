@@ -97,7 +97,10 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
         // Tests and scripts wait for this exact line on stdout.
         println!("opledger listening on {scheme}://{addr}");
         let reloader = tokio::spawn(reload_on_sighup(hangups, state.clone()));
-        let mut app = router(state.clone());
+        let mut app = router(state.clone()).merge(opledger::console::routes(
+            state.clone(),
+            tls.is_some(),
+        ));
         // The MCP gateway, when the config declares upstreams: one more caller of the ledger.
         let gateway_stop = tokio_util::sync::CancellationToken::new();
         let gateway_streams = tokio_util::sync::CancellationToken::new();

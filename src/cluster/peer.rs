@@ -24,7 +24,9 @@ use serde::{Deserialize, Serialize};
 /// variant it does not know (`Due` and `History` came later) as undecodable, and the asking recovery
 /// tick logs it and asks again next tick. 2: a completed operation's result may carry its
 /// content (event schema version 3); every message without a result is encoded as in format 1.
-pub const PEER_FORMAT: u16 = 2;
+/// 3: an operator's action in a submitted event carries its reason (event schema version 4);
+/// every other message is encoded as in format 2.
+pub const PEER_FORMAT: u16 = 3;
 
 /// The path peers are asked on.
 pub const PEER_PATH: &str = "/internal/v1/partition";
@@ -233,11 +235,16 @@ mod tests {
     use crate::core::event::sample::sample_claim;
     use crate::core::key::OperationId;
 
-    /// A frozen format-1 message as format 2 carries it: format 2 changed only results, so
-    /// every message of the format-1 fixtures (none has a result) keeps its bytes.
-    fn as_current(format_1: &[u8]) -> Vec<u8> {
-        let mut bytes = format_1.to_vec();
-        assert_eq!(bytes[..2], 1u16.to_le_bytes(), "a format-1 fixture");
+    /// A frozen format-1 or format-2 message as the current format carries it: format 2
+    /// changed only results and format 3 only operators' actions, so every message of the
+    /// older fixtures (none has a result of format 1's, none an operator's action) keeps its
+    /// bytes.
+    fn as_current(older: &[u8]) -> Vec<u8> {
+        let mut bytes = older.to_vec();
+        assert!(
+            bytes[..2] == 1u16.to_le_bytes() || bytes[..2] == 2u16.to_le_bytes(),
+            "a format-1 or format-2 fixture"
+        );
         bytes[..2].copy_from_slice(&PEER_FORMAT.to_le_bytes());
         bytes
     }
@@ -462,9 +469,9 @@ mod tests {
 
     #[test]
     fn the_frozen_format_2_result_messages_still_decode_and_encode_the_same() {
-        let lines: Vec<Vec<u8>> = RESULTS_V2_HEX
-            .lines()
-            .map(|l| hex::decode(l.trim()).expect("fixture is hex"))
+        let lines: Vec<Vec<u8>> = fixture_lines(RESULTS_V2_HEX)
+            .iter()
+            .map(|l| as_current(l))
             .collect();
         let messages = result_messages();
         assert_eq!(lines.len(), messages.len());
@@ -520,7 +527,11 @@ mod tests {
     #[test]
     fn the_frozen_list_messages_still_decode_and_encode_the_same() {
         let (request, response) = list_messages();
-        assert_frozen_pair(&fixture_lines(LIST_V2_HEX), &request, &response);
+        let lines: Vec<Vec<u8>> = fixture_lines(LIST_V2_HEX)
+            .iter()
+            .map(|l| as_current(l))
+            .collect();
+        assert_frozen_pair(&lines, &request, &response);
     }
 
     #[test]
@@ -556,7 +567,74 @@ mod tests {
     #[test]
     fn the_frozen_counts_messages_still_decode_and_encode_the_same() {
         let (request, response) = counts_messages();
-        assert_frozen_pair(&fixture_lines(COUNTS_V2_HEX), &request, &response);
+        let lines: Vec<Vec<u8>> = fixture_lines(COUNTS_V2_HEX)
+            .iter()
+            .map(|l| as_current(l))
+            .collect();
+        assert_frozen_pair(&lines, &request, &response);
+    }
+
+    /// What format 3 changed, frozen: operators' actions submitted with and without a reason,
+    /// and the decision of one.
+    fn operator_messages() -> (Vec<PeerRequest>, PeerResponse) {
+        use crate::core::event::{OperatorAction, Resolution, ResolvedOutcome};
+        let action = |reason: Option<&str>| OperatorAction {
+            operator: "ops-1".into(),
+            expected_version: Some(3),
+            reason: reason.map(Into::into),
+        };
+        let submit = |body| PeerRequest::Submit {
+            partition: 2,
+            scope: ScopedHash([7; 32]),
+            body,
+        };
+        (
+            vec![
+                submit(EventBody::TakenOver(action(Some("customer called")))),
+                submit(EventBody::Resolved(Resolution {
+                    by: action(None),
+                    outcome: ResolvedOutcome::NotExecuted,
+                })),
+            ],
+            PeerResponse::Decided(Answer {
+                decision: Decision::Accepted,
+                record: None,
+            }),
+        )
+    }
+
+    const OPERATOR_V3_HEX: &str =
+        include_str!("../../schemas/fixtures/peer-messages-v3-operator.hex");
+
+    #[test]
+    fn the_frozen_format_3_operator_messages_still_decode_and_encode_the_same() {
+        let (requests, response) = operator_messages();
+        let lines = fixture_lines(OPERATOR_V3_HEX);
+        assert_eq!(lines.len(), 3);
+        for (m, bytes) in requests.iter().zip(&lines) {
+            assert_eq!(&decode::<PeerRequest>(bytes).expect("decodes"), m);
+            assert_eq!(&encode(m), bytes, "{m:?}");
+        }
+        assert_eq!(
+            decode::<PeerResponse>(&lines[2]).expect("decodes"),
+            response
+        );
+        assert_eq!(encode(&response), lines[2]);
+    }
+
+    #[test]
+    #[ignore = "writes the operator messages' fixture once"]
+    fn write_operator_fixture() {
+        let path = "schemas/fixtures/peer-messages-v3-operator.hex";
+        let frozen = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(frozen.trim().is_empty(), "{path} is frozen");
+        let (requests, response) = operator_messages();
+        let mut text: String = requests
+            .iter()
+            .map(|m| format!("{}\n", hex::encode(encode(m))))
+            .collect();
+        text.push_str(&format!("{}\n", hex::encode(encode(&response))));
+        std::fs::write(path, text).expect("writes");
     }
 
     #[test]
@@ -574,7 +652,7 @@ mod tests {
     fn other_formats_and_garbage_are_refused_by_name() {
         let (requests, _) = messages();
         let mut bytes = encode(&requests[0]);
-        for other in [1u16, 3] {
+        for other in [1u16, 2, 4] {
             bytes[..2].copy_from_slice(&other.to_le_bytes());
             assert_eq!(decode::<PeerRequest>(&bytes), Err(PeerError::Format(other)));
         }

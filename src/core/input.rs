@@ -37,6 +37,9 @@ pub fn visible_ascii(field: &'static str, value: &str, max: usize) -> Result<(),
     Ok(())
 }
 
+/// Longest reason an operator may give for a takeover or a resolution, in bytes.
+pub const REASON_BYTES_MAX: usize = 500;
+
 /// Checks free text that is stored and replayed: 1..=`max` bytes without control characters.
 pub fn plain_text(field: &'static str, value: &str, max: usize) -> Result<(), InputError> {
     if value.is_empty() || value.len() > max || value.chars().any(char::is_control) {
@@ -62,8 +65,9 @@ mod tests {
                 RESULT_HEADERS_MAX,
                 HEADER_BYTES_MAX,
                 RESULT_BODY_BYTES_MAX,
+                REASON_BYTES_MAX,
             ),
-            (128, 128, 1024, 16, 1024, 131_072)
+            (128, 128, 1024, 16, 1024, 131_072, 500)
         );
         // Content at its bound, with the rest of a completion, fits one event.
         const { assert!(RESULT_BODY_BYTES_MAX + 64 * 1024 < crate::event::EVENT_BYTES_MAX) };

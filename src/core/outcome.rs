@@ -273,6 +273,7 @@ mod tests {
         let takeover = EventBody::TakenOver(OperatorAction {
             operator: "ops".into(),
             expected_version: None,
+            reason: None,
         });
         assert_eq!(
             classify(Some(&before), &takeover, &Decision::Accepted, Some(&after)),

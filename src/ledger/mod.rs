@@ -12,6 +12,7 @@ mod error;
 mod fingerprints;
 mod listing;
 mod lookup;
+mod operate;
 mod requests;
 mod summary;
 
@@ -23,9 +24,7 @@ use crate::cluster::router::Router;
 use crate::config::Principal;
 use crate::core::contract::ToolContract;
 use crate::core::decision::Decision;
-use crate::core::event::{
-    Claim, Completion, EventBody, Failure, OperatorAction, Resolution, ResolvedOutcome, Transition,
-};
+use crate::core::event::{Claim, Completion, EventBody, Failure, Transition};
 use crate::core::input;
 use crate::core::key::{ClientKey, OperationId, ScopedHash};
 use crate::core::operation::{OpState, OperationRecord};
@@ -224,44 +223,6 @@ impl Ledger {
             Report::Fail { kind, code } => EventBody::Failed(Failure { by, kind, code }),
             Report::Unknown => EventBody::UnknownReported(by),
         };
-        self.submit(record.scope, body).await
-    }
-
-    /// An operator's action on an operation of any principal (the API checks the role): take
-    /// it over or resolve it. Every action is an event naming the operator.
-    pub async fn operate(
-        &self,
-        operator: &Principal,
-        id: OperationId,
-        command: OperatorCommand,
-    ) -> Result<Answer, LedgerError> {
-        if let OperatorCommand::Resolve {
-            outcome: ResolvedOutcome::Completed(result),
-            ..
-        } = &command
-        {
-            check_result(result)?;
-        }
-        let record = self.read(id).await?.ok_or(LedgerError::NotFound)?;
-        let body = match command {
-            OperatorCommand::TakeOver { expected_version } => {
-                EventBody::TakenOver(OperatorAction {
-                    operator: operator.id.clone(),
-                    expected_version,
-                })
-            }
-            OperatorCommand::Resolve {
-                expected_version,
-                outcome,
-            } => EventBody::Resolved(Resolution {
-                by: OperatorAction {
-                    operator: operator.id.clone(),
-                    expected_version,
-                },
-                outcome,
-            }),
-        };
-        tracing::info!(operation = %id, operator = %operator.id, action = body.type_name(), "operator action");
         self.submit(record.scope, body).await
     }
 

@@ -53,11 +53,15 @@ pub enum OperatorCommand {
     TakeOver {
         /// The version the operator saw.
         expected_version: Option<u64>,
+        /// Why, in the operator's words (kept in the history).
+        reason: Option<String>,
     },
     /// Settle it.
     Resolve {
         /// The version the operator saw.
         expected_version: Option<u64>,
+        /// Why, in the operator's words (kept in the history).
+        reason: Option<String>,
         /// What the operator established.
         outcome: ResolvedOutcome,
     },

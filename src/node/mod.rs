@@ -255,6 +255,7 @@ impl Node {
         if let Some(recovery) = &recovery {
             tasks.push(tokio::spawn(recovery.clone().run(stopped.clone())));
         }
+        metrics.trend.begin(); // The charts count from here, not the catch-up's replay.
         let queue = queue::refresh(ledger.clone(), metrics.clone(), stopped.clone());
         tasks.push(tokio::spawn(queue));
         Ok(Self {

@@ -1,11 +1,13 @@
 //! The operator queue's figures on `/metrics`, read in the background: a scrape only renders
 //! what the last read found, so scraping often costs nothing and a peer that does not answer
-//! never makes a scrape fail (the read gives up after [`QUEUE_READ_LIMIT`]).
+//! never makes a scrape fail (the read gives up after [`QUEUE_READ_LIMIT`]). Each minute the
+//! console's charts get a sample from the same read (`metrics::trend`).
 
 use crate::api::RECONCILIATION_ITEMS_MAX;
 use crate::clock::SystemClock;
 use crate::core::operation::OperationRecord;
 use crate::ledger::Ledger;
+use crate::metrics::trend::next_sample_ms;
 use crate::metrics::{Metrics, QueueCases};
 use crate::partition::runner::stopped;
 use std::collections::BTreeMap;
@@ -23,6 +25,7 @@ pub async fn refresh(ledger: Arc<Ledger>, metrics: Arc<Metrics>, mut stop: watch
     let clock = SystemClock::shared();
     let mut every = tokio::time::interval(QUEUE_READ_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sample_due_ms = next_sample_ms(clock.now_ms());
     loop {
         tokio::select! {
             biased;
@@ -30,15 +33,26 @@ pub async fn refresh(ledger: Arc<Ledger>, metrics: Arc<Metrics>, mut stop: watch
             _ = every.tick() => {}
         }
         let read = ledger.reconciliation(RECONCILIATION_ITEMS_MAX);
-        match tokio::time::timeout(QUEUE_READ_LIMIT, read).await {
+        let size = match tokio::time::timeout(QUEUE_READ_LIMIT, read).await {
             Ok(Ok((records, total))) => {
                 let now_ms = clock.now_ms();
                 metrics.show_queue(total, &cases_by_tool(&records, now_ms), now_ms);
+                Some(total as u64)
             }
             Ok(Err(e)) => {
-                tracing::debug!(error = %e, "the operator queue could not be read for /metrics")
+                tracing::debug!(error = %e, "the operator queue could not be read for /metrics");
+                None
             }
-            Err(_) => tracing::debug!("the operator queue did not answer in time for /metrics"),
+            Err(_) => {
+                tracing::debug!("the operator queue did not answer in time for /metrics");
+                None
+            }
+        };
+        // The charts' minute closes with the queue as just read.
+        let now_ms = clock.now_ms();
+        if now_ms >= sample_due_ms {
+            metrics.trend.sample(now_ms, size);
+            sample_due_ms = next_sample_ms(now_ms);
         }
     }
 }

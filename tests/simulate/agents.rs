@@ -450,6 +450,7 @@ pub async fn operator(run: Arc<Run>, mut rng: Rng, done: tokio::sync::watch::Rec
             .ask(via, |ledger| async move {
                 let command = OperatorCommand::TakeOver {
                     expected_version: None,
+                    reason: Some("the simulated operator looks into it".into()),
                 };
                 ledger.operate(&run.operator, id, command).await
             })
@@ -476,6 +477,7 @@ pub async fn operator(run: Arc<Run>, mut rng: Rng, done: tokio::sync::watch::Rec
                 .ask(via, |ledger| async move {
                     let command = OperatorCommand::Resolve {
                         expected_version: None,
+                        reason: None,
                         outcome,
                     };
                     ledger.operate(&run.operator, id, command).await

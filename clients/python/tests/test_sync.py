@@ -585,15 +585,19 @@ def test_an_operation_is_found_by_tool_and_key_and_an_operator_settles_it(client
     assert client.unknown(claim.operation_id, "w1").state == "manual"
     queued = [item["operation_id"] for item in client.queue()["items"]]
     assert claim.operation_id in queued
-    taken = client.take_over(claim.operation_id)
+    taken = client.take_over(claim.operation_id, reason="nobody can query the ticket system")
     assert taken.taken_over_by == "agent-a", taken
-    resolved = client.resolve(claim.operation_id, Result("TCK-7", 201))
+    resolved = client.resolve(claim.operation_id, Result("TCK-7", 201), reason="TCK-7 exists")
     assert resolved.state == "completed"
     assert resolved.result is not None and resolved.result.resource_ref == "TCK-7"
     assert client.lookup("tickets.create", k).state == "completed"
     history = client.history(claim.operation_id)
     types_seen = [event["type"] for event in history["events"]]
     assert types_seen[0] == "claimed" and "resolved" in types_seen, types_seen
+    # (A derived entry, such as the move to manual, carries no event of its own.)
+    by_type = {e["type"]: e["event"] for e in history["events"] if "event" in e}
+    assert by_type["taken_over"]["reason"] == "nobody can query the ticket system"
+    assert by_type["resolved"]["by"]["reason"] == "TCK-7 exists"
 
     # tickets.create declares no compensation here: the call is made, and refused as such.
     with pytest.raises(ApiError) as refused:

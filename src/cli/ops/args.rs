@@ -106,6 +106,9 @@ pub(super) enum OpsCommand {
     Takeover {
         /// The operation id.
         id: String,
+        /// Why, in a sentence: kept in the operation's history.
+        #[arg(long)]
+        reason: Option<String>,
         /// Act without asking.
         #[arg(long)]
         yes: bool,
@@ -126,6 +129,9 @@ pub(super) enum OpsCommand {
         /// With `completed`: its business status.
         #[arg(long, required_if_eq("outcome", "completed"))]
         status: Option<u16>,
+        /// Why, in a sentence: kept in the operation's history.
+        #[arg(long)]
+        reason: Option<String>,
         /// Act without asking.
         #[arg(long)]
         yes: bool,

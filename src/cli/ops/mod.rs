@@ -53,7 +53,7 @@ pub fn run(args: OpsArgs) -> anyhow::Result<()> {
                 ops.print(&tools, render::tools)
             }
             OpsCommand::Show { id } => ops.show(&id).await,
-            OpsCommand::Takeover { id, yes } => {
+            OpsCommand::Takeover { id, reason, yes } => {
                 let path = operation_path(&id);
                 let now = ops.get(&path).await?;
                 confirm(
@@ -64,7 +64,7 @@ pub fn run(args: OpsArgs) -> anyhow::Result<()> {
                     yes,
                 )?;
                 // What was confirmed is what is acted on: a change since is refused.
-                let body = json!({"expected_version": now["version"]});
+                let body = json!({"expected_version": now["version"], "reason": reason});
                 let done = ops.post(&format!("{path}/takeover"), body).await?;
                 ops.print(&done, render::decided)
             }
@@ -73,6 +73,7 @@ pub fn run(args: OpsArgs) -> anyhow::Result<()> {
                 outcome,
                 resource_ref,
                 status,
+                reason,
                 yes,
             } => {
                 if matches!(outcome, Outcome::NotExecuted)
@@ -103,6 +104,7 @@ pub fn run(args: OpsArgs) -> anyhow::Result<()> {
                     yes,
                 )?;
                 body["expected_version"] = now["version"].clone();
+                body["reason"] = json!(reason);
                 let done = ops.post(&format!("{path}/resolve"), body).await?;
                 ops.print(&done, render::decided)
             }

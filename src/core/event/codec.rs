@@ -5,7 +5,7 @@
 //! same bytes (the fixtures of every version pin them), but through serde a hash or id is
 //! read one byte per call, which was most of decoding's cost when `audit` replays a log.
 
-use super::{EVENT_BYTES_MAX, EVENT_SCHEMA_VERSION, Envelope, EventBody, v1, v2, v3};
+use super::{EVENT_BYTES_MAX, EVENT_SCHEMA_VERSION, Envelope, EventBody, v1, v2, v3, v4};
 
 /// Why an event payload could not be decoded.
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +50,8 @@ pub enum EncodeError {
     UnknownVersion(u16),
     /// The event needs a newer version than the one asked for (an ownership change by rules
     /// newer than 1 cannot be written as version 1, a result with content not before version
-    /// 3), or one no version has (content in a status query's evidence).
+    /// 3, an operator's reason not before 4), or one no version has (content in a status
+    /// query's evidence).
     #[error("this event cannot be written as schema version {0} without losing what it says")]
     Lossy(u16),
 }
@@ -79,18 +80,22 @@ pub fn encode_as(envelope: &Envelope, version: u16) -> Result<Vec<u8>, EncodeErr
     match version {
         1 => bincode::encode_into_std_write(v1::Envelope::from(envelope), sink, bincode_config()),
         2 => bincode::encode_into_std_write(v2::Envelope::from(envelope), sink, bincode_config()),
-        _ => bincode::encode_into_std_write(v3::Envelope::from(envelope), sink, bincode_config()),
+        3 => bincode::encode_into_std_write(v3::Envelope::from(envelope), sink, bincode_config()),
+        _ => bincode::encode_into_std_write(v4::Envelope::from(envelope), sink, bincode_config()),
     }?;
     Ok(out)
 }
 
 /// The oldest schema version that holds everything `body` says, or `None` where none does:
-/// an ownership change by rules newer than 1 needs version 2, a result with content version 3;
-/// a status query's evidence never carries content (no version has a place for it).
+/// an ownership change by rules newer than 1 needs version 2, a result with content version 3,
+/// an operator's reason version 4; a status query's evidence never carries content (no version
+/// has a place for it).
 pub fn oldest_version(body: &EventBody) -> Option<u16> {
     match body {
         EventBody::OwnerChanged(change) if change.rules != 1 => Some(2),
         EventBody::Completed(c) if c.result.body.is_some() => Some(3),
+        EventBody::TakenOver(a) if a.reason.is_some() => Some(4),
+        EventBody::Resolved(r) if r.by.reason.is_some() => Some(4),
         EventBody::Resolved(r) => match &r.outcome {
             super::ResolvedOutcome::Completed(result) if result.body.is_some() => Some(3),
             _ => Some(1),
@@ -131,6 +136,7 @@ pub fn decode(payload: &[u8]) -> Result<(Envelope, u16), DecodeError> {
         1 => Ok((decode_body::<v1::Envelope>(version, body)?.into(), version)),
         2 => Ok((decode_body::<v2::Envelope>(version, body)?.into(), version)),
         3 => Ok((decode_body::<v3::Envelope>(version, body)?.into(), version)),
+        4 => Ok((decode_body::<v4::Envelope>(version, body)?.into(), version)),
         other => Err(DecodeError::UnsupportedVersion(other)),
     }
 }

@@ -12,6 +12,7 @@ mod codec;
 mod v1;
 mod v2;
 mod v3;
+mod v4;
 mod view;
 
 pub use codec::{DecodeError, EncodeError, decode, encode, encode_as, oldest_version};
@@ -25,11 +26,11 @@ use std::collections::BTreeMap;
 
 /// The schema version new events are written with. 2: an ownership change records the
 /// version of the decision rules its node arbitrates with. 3: a business result may carry its
-/// content ([`ResultBody`]).
-pub const EVENT_SCHEMA_VERSION: u16 = 3;
+/// content ([`ResultBody`]). 4: an operator's action may carry a reason.
+pub const EVENT_SCHEMA_VERSION: u16 = 4;
 
 /// Every schema version this build reads (older ones upcast to the live types).
-pub const EVENT_SCHEMA_VERSIONS: [u16; 3] = [1, 2, 3];
+pub const EVENT_SCHEMA_VERSIONS: [u16; 4] = [1, 2, 3, 4];
 
 /// Largest encoded event accepted by the decoder, a bound against corrupt length fields.
 pub const EVENT_BYTES_MAX: usize = 256 * 1024;
@@ -184,6 +185,9 @@ pub struct OperatorAction {
     pub operator: String,
     /// The version the operator saw; a mismatch rejects the action.
     pub expected_version: Option<u64>,
+    /// Why, in the operator's words (at most [`crate::input::REASON_BYTES_MAX`] bytes; from
+    /// schema version 4).
+    pub reason: Option<String>,
 }
 
 /// How an operator settles an operation.
@@ -330,7 +334,7 @@ pub struct Failure {
 }
 
 #[cfg(test)]
-mod fixtures;
+mod fixture_tests;
 #[cfg(any(test, feature = "test-support"))]
 pub mod sample;
 #[cfg(test)]

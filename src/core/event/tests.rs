@@ -158,6 +158,7 @@ fn every_event_type_has_its_stable_name() {
             EventBody::TakenOver(OperatorAction {
                 operator: "o".into(),
                 expected_version: None,
+                reason: None,
             }),
             "taken_over",
         ),
@@ -166,6 +167,7 @@ fn every_event_type_has_its_stable_name() {
                 by: OperatorAction {
                     operator: "o".into(),
                     expected_version: None,
+                    reason: None,
                 },
                 outcome: ResolvedOutcome::NotExecuted,
             }),
@@ -209,7 +211,7 @@ fn every_event_type_has_its_stable_name() {
 
 #[test]
 fn given_a_version_to_write_then_only_known_versions_and_no_lossy_ones_are_written() {
-    for unknown in [0, 4] {
+    for unknown in [0, 5] {
         assert!(matches!(
             encode_as(&sample_claim(), unknown),
             Err(EncodeError::UnknownVersion(v)) if v == unknown
@@ -225,6 +227,41 @@ fn given_a_version_to_write_then_only_known_versions_and_no_lossy_ones_are_writt
     assert!(matches!(encode_as(&newer, 1), Err(EncodeError::Lossy(1))));
     let (back, version) = decode(&encode_as(&newer, 2).expect("v2 carries it")).expect("decodes");
     assert_eq!((back, version), (newer, 2));
+}
+
+#[test]
+fn given_an_operators_reason_then_only_version_4_writes_it_and_it_round_trips() {
+    let action = |reason: Option<&str>| OperatorAction {
+        operator: "ops".into(),
+        expected_version: Some(2),
+        reason: reason.map(Into::into),
+    };
+    for reason in [None, Some("called the customer")] {
+        let events = [
+            EventBody::TakenOver(action(reason)),
+            EventBody::Resolved(Resolution {
+                by: action(reason),
+                outcome: ResolvedOutcome::NotExecuted,
+            }),
+        ];
+        for body in events {
+            let event = Envelope {
+                body,
+                ..sample_claim()
+            };
+            let oldest = if reason.is_some() { 4 } else { 1 };
+            assert_eq!(oldest_version(&event.body), Some(oldest));
+            for version in 1..=4 {
+                let written = encode_as(&event, version);
+                if version < oldest {
+                    assert!(matches!(written, Err(EncodeError::Lossy(v)) if v == version));
+                } else {
+                    let bytes = written.expect("carries it");
+                    assert_eq!(decode(&bytes).expect("decodes"), (event.clone(), version));
+                }
+            }
+        }
+    }
 }
 
 fn result_with(body: Option<ResultBody>) -> BusinessResult {
@@ -255,6 +292,7 @@ fn given_a_result_with_content_then_only_version_3_writes_it_and_it_round_trips(
             by: OperatorAction {
                 operator: "ops".into(),
                 expected_version: Some(3),
+                reason: None,
             },
             outcome: ResolvedOutcome::Completed(result_with(Some(ResultBody::Withheld {
                 sha256: [1; 32],
@@ -281,6 +319,7 @@ fn given_a_result_with_content_then_only_version_3_writes_it_and_it_round_trips(
         by: OperatorAction {
             operator: "ops".into(),
             expected_version: None,
+            reason: None,
         },
         outcome: ResolvedOutcome::NotExecuted,
     });

@@ -20,7 +20,7 @@ pub(crate) struct Envelope {
 }
 
 #[derive(Encode, Decode)]
-enum EventBody {
+pub(super) enum EventBody {
     Claimed(v1::Claim),
     Heartbeat(v1::Transition),
     Completed(Completion),
@@ -36,25 +36,25 @@ enum EventBody {
 }
 
 #[derive(Encode, Decode)]
-struct Completion {
+pub(super) struct Completion {
     by: v1::Transition,
     result: BusinessResult,
 }
 
 #[derive(Encode, Decode)]
-struct Resolution {
-    by: v1::OperatorAction,
-    outcome: ResolvedOutcome,
+pub(super) struct Resolution {
+    pub(super) by: v1::OperatorAction,
+    pub(super) outcome: ResolvedOutcome,
 }
 
 #[derive(Encode, Decode)]
-enum ResolvedOutcome {
+pub(super) enum ResolvedOutcome {
     Completed(BusinessResult),
     NotExecuted,
 }
 
 #[derive(Encode, Decode)]
-struct BusinessResult {
+pub(super) struct BusinessResult {
     resource_ref: String,
     status: u16,
     headers: BTreeMap<String, String>,
@@ -62,29 +62,13 @@ struct BusinessResult {
 }
 
 #[derive(Encode, Decode)]
-enum ResultBody {
+pub(super) enum ResultBody {
     Kept(String),
     Withheld { sha256: [u8; 32], bytes: u64 },
 }
 
 impl From<&live::Envelope> for Envelope {
     fn from(e: &live::Envelope) -> Self {
-        let body = match &e.body {
-            live::EventBody::Completed(c) => EventBody::Completed(Completion {
-                by: (&c.by).into(),
-                result: (&c.result).into(),
-            }),
-            live::EventBody::Resolved(r) => EventBody::Resolved(Resolution {
-                by: (&r.by).into(),
-                outcome: match &r.outcome {
-                    live::ResolvedOutcome::Completed(result) => {
-                        ResolvedOutcome::Completed(result.into())
-                    }
-                    live::ResolvedOutcome::NotExecuted => ResolvedOutcome::NotExecuted,
-                },
-            }),
-            other => EventBody::from(v2::EventBody::from(other)),
-        };
         Self {
             scope: e.scope.0,
             operation_id: e.operation_id.0,
@@ -92,16 +76,64 @@ impl From<&live::Envelope> for Envelope {
                 node: r.node,
                 request: r.request,
             }),
-            body,
+            body: (&e.body).into(),
+        }
+    }
+}
+
+impl From<&live::EventBody> for EventBody {
+    fn from(b: &live::EventBody) -> Self {
+        match b {
+            live::EventBody::Completed(c) => EventBody::Completed(Completion {
+                by: (&c.by).into(),
+                result: (&c.result).into(),
+            }),
+            live::EventBody::Resolved(r) => EventBody::Resolved(Resolution {
+                by: (&r.by).into(),
+                outcome: (&r.outcome).into(),
+            }),
+            other => EventBody::from(v2::EventBody::from(other)),
+        }
+    }
+}
+
+impl From<&live::ResolvedOutcome> for ResolvedOutcome {
+    fn from(o: &live::ResolvedOutcome) -> Self {
+        match o {
+            live::ResolvedOutcome::Completed(result) => Self::Completed(result.into()),
+            live::ResolvedOutcome::NotExecuted => Self::NotExecuted,
+        }
+    }
+}
+
+impl From<ResolvedOutcome> for live::ResolvedOutcome {
+    fn from(o: ResolvedOutcome) -> Self {
+        match o {
+            ResolvedOutcome::Completed(result) => Self::Completed(result.into()),
+            ResolvedOutcome::NotExecuted => Self::NotExecuted,
         }
     }
 }
 
 impl From<Envelope> for live::Envelope {
     fn from(e: Envelope) -> Self {
+        Self {
+            scope: crate::key::ScopedHash(e.scope),
+            operation_id: crate::key::OperationId(e.operation_id),
+            reply_to: e.reply_to.map(|r| live::ReplyTo {
+                node: r.node,
+                request: r.request,
+            }),
+            body: e.body.into(),
+        }
+    }
+}
+
+impl From<EventBody> for live::EventBody {
+    fn from(b: EventBody) -> Self {
         use EventBody as V;
         let shared = |b: v1::EventBody| live::EventBody::from(b);
-        let body = match e.body {
+        match b {
             V::Claimed(c) => shared(v1::EventBody::Claimed(c)),
             V::Heartbeat(t) => shared(v1::EventBody::Heartbeat(t)),
             V::Completed(c) => live::EventBody::Completed(live::Completion {
@@ -113,12 +145,7 @@ impl From<Envelope> for live::Envelope {
             V::TakenOver(a) => shared(v1::EventBody::TakenOver(a)),
             V::Resolved(r) => live::EventBody::Resolved(live::Resolution {
                 by: r.by.into(),
-                outcome: match r.outcome {
-                    ResolvedOutcome::Completed(result) => {
-                        live::ResolvedOutcome::Completed(result.into())
-                    }
-                    ResolvedOutcome::NotExecuted => live::ResolvedOutcome::NotExecuted,
-                },
+                outcome: r.outcome.into(),
             }),
             V::RecoveryStarted(s) => shared(v1::EventBody::RecoveryStarted(s)),
             V::EvidenceReported(r) => shared(v1::EventBody::EvidenceReported(r)),
@@ -128,15 +155,6 @@ impl From<Envelope> for live::Envelope {
                 owner: o.owner,
                 rules: o.rules,
             }),
-        };
-        Self {
-            scope: crate::key::ScopedHash(e.scope),
-            operation_id: crate::key::OperationId(e.operation_id),
-            reply_to: e.reply_to.map(|r| live::ReplyTo {
-                node: r.node,
-                request: r.request,
-            }),
-            body,
         }
     }
 }

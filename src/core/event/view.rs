@@ -214,6 +214,7 @@ mod tests {
         let by = OperatorAction {
             operator: "ops".into(),
             expected_version: None,
+            reason: None,
         };
         let not_executed = EventBody::Resolved(Resolution {
             by: by.clone(),

@@ -292,10 +292,14 @@ class Base:
         query = urlencode({"tool": tool})
         return self._call("GET", f"/v1/operations/lookup?{query}", None, {"Idempotency-Key": key})
 
-    def _take_over_call(self, operation_id: str, expected_version: Optional[int]) -> Call:
+    def _take_over_call(
+        self, operation_id: str, expected_version: Optional[int], reason: Optional[str]
+    ) -> Call:
         body: Dict[str, Any] = {}
         if expected_version is not None:
             body["expected_version"] = expected_version
+        if reason is not None:
+            body["reason"] = reason
         return self._call("POST", op_path(operation_id, "takeover"), body)
 
     def _resolve_call(
@@ -303,8 +307,11 @@ class Base:
         operation_id: str,
         result: Optional[Result],
         expected_version: Optional[int],
+        reason: Optional[str],
     ) -> Call:
         body: Dict[str, Any] = {"outcome": "not_executed" if result is None else "completed"}
+        if reason is not None:
+            body["reason"] = reason
         if result is not None:
             if result.status is None:
                 raise ValueError("a resolved result needs its status")

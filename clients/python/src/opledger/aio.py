@@ -83,8 +83,13 @@ class AsyncClient(Base):
     async def queue(self) -> Dict[str, Any]:
         return self._json_of(await self._send(self._call("GET", "/v1/reconciliation")))
 
-    async def take_over(self, operation_id: str, expected_version: Optional[int] = None) -> Report:
-        call = self._take_over_call(operation_id, expected_version)
+    async def take_over(
+        self,
+        operation_id: str,
+        expected_version: Optional[int] = None,
+        reason: Optional[str] = None,
+    ) -> Report:
+        call = self._take_over_call(operation_id, expected_version, reason)
         return self._report_of(call, await self._send(call))
 
     async def resolve(
@@ -92,8 +97,9 @@ class AsyncClient(Base):
         operation_id: str,
         result: Optional[Result] = None,
         expected_version: Optional[int] = None,
+        reason: Optional[str] = None,
     ) -> Report:
-        call = self._resolve_call(operation_id, result, expected_version)
+        call = self._resolve_call(operation_id, result, expected_version, reason)
         return self._report_of(call, await self._send(call))
 
     async def compensate(self, operation_id: str, holder: str, request: Mapping[str, Any]) -> Claim:

@@ -113,9 +113,15 @@ class Client(Base):
         ``count``, ``total``, ``truncated``."""
         return self._json_of(self._send(self._call("GET", "/v1/reconciliation")))
 
-    def take_over(self, operation_id: str, expected_version: Optional[int] = None) -> Report:
-        """Take an operation over (operator role): automation stops touching it."""
-        call = self._take_over_call(operation_id, expected_version)
+    def take_over(
+        self,
+        operation_id: str,
+        expected_version: Optional[int] = None,
+        reason: Optional[str] = None,
+    ) -> Report:
+        """Take an operation over (operator role): automation stops touching it. ``reason``
+        (at most 500 bytes) is kept in the operation's history."""
+        call = self._take_over_call(operation_id, expected_version, reason)
         return self._report_of(call, self._send(call))
 
     def resolve(
@@ -123,10 +129,12 @@ class Client(Base):
         operation_id: str,
         result: Optional[Result] = None,
         expected_version: Optional[int] = None,
+        reason: Optional[str] = None,
     ) -> Report:
         """Settle an operation taken over (operator role): ``result`` is what the external
-        system shows was done (completed), ``None`` that it was not executed."""
-        call = self._resolve_call(operation_id, result, expected_version)
+        system shows was done (completed), ``None`` that it was not executed; ``reason`` is
+        kept in the operation's history."""
+        call = self._resolve_call(operation_id, result, expected_version, reason)
         return self._report_of(call, self._send(call))
 
     def compensate(self, operation_id: str, holder: str, request: Mapping[str, Any]) -> Claim:

@@ -289,6 +289,7 @@ impl From<OperatorAction> for live::OperatorAction {
         Self {
             operator: a.operator,
             expected_version: a.expected_version,
+            reason: None,
         }
     }
 }

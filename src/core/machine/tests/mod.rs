@@ -148,6 +148,7 @@ fn take_over(operator: &str, version: Option<u64>) -> EventBody {
     EventBody::TakenOver(OperatorAction {
         operator: operator.into(),
         expected_version: version,
+        reason: None,
     })
 }
 
@@ -156,6 +157,7 @@ fn resolve(operator: &str, outcome: ResolvedOutcome) -> EventBody {
         by: OperatorAction {
             operator: operator.into(),
             expected_version: None,
+            reason: None,
         },
         outcome,
     })

@@ -51,11 +51,13 @@ fn body(
         6 => EventBody::TakenOver(OperatorAction {
             operator: holder.into(),
             expected_version: version,
+            reason: None,
         }),
         7 => EventBody::Resolved(Resolution {
             by: OperatorAction {
                 operator: holder.into(),
                 expected_version: version,
+                reason: None,
             },
             outcome: if amount == 0 {
                 ResolvedOutcome::NotExecuted

@@ -6,6 +6,8 @@
 //! Label values are fixed words (tool class, outcome, decision code): no key, body, token or
 //! principal ever becomes a label.
 
+pub mod trend;
+
 use crate::core::contract::ToolClass;
 use crate::partition::fold::Observed;
 use crate::partition::ownership::Ownership;
@@ -54,6 +56,8 @@ struct LatencyLabels {
 
 /// The registry and the metric families.
 pub struct Metrics {
+    /// A day of decisions by kind and queue sizes, a sample a minute, for the console's charts.
+    pub trend: trend::Trend,
     registry: Registry,
     outcomes: Family<OutcomeLabels, Counter>,
     claim_seconds: Family<LatencyLabels, Histogram, fn() -> Histogram>,
@@ -158,6 +162,7 @@ impl Metrics {
             queue_oldest.clone(),
         );
         Self {
+            trend: trend::Trend::default(),
             registry,
             outcomes,
             claim_seconds,
@@ -181,6 +186,7 @@ impl Metrics {
 
     /// Counts one applied event.
     pub fn count(&self, o: &Observed) {
+        self.trend.count(o.kind);
         self.outcomes
             .get_or_create(&OutcomeLabels {
                 class: o.class.as_str(),
@@ -234,6 +240,11 @@ impl Metrics {
             .set(i64::try_from(total).unwrap_or(i64::MAX));
         self.queue_read_at
             .set(i64::try_from(read_at_ms / 1000).unwrap_or(i64::MAX));
+    }
+
+    /// The operator queue's size as last read, if it was read yet.
+    pub fn queue_size(&self) -> Option<u64> {
+        (self.queue_read_at.get() > 0).then(|| u64::try_from(self.queue_cases.get()).unwrap_or(0))
     }
 
     /// The Prometheus text exposition.

@@ -12,6 +12,7 @@ use crate::fingerprint::Category;
 const EVENTS_V1: &str = include_str!("../../../schemas/fixtures/events-v1.hex");
 const EVENTS_V2: &str = include_str!("../../../schemas/fixtures/events-v2.hex");
 const EVENTS_V3: &str = include_str!("../../../schemas/fixtures/events-v3.hex");
+const EVENTS_V4: &str = include_str!("../../../schemas/fixtures/events-v4.hex");
 
 fn by(expected_version: Option<u64>) -> Transition {
     Transition {
@@ -33,6 +34,7 @@ fn operator(expected_version: Option<u64>) -> OperatorAction {
     OperatorAction {
         operator: "ops-1".into(),
         expected_version,
+        reason: None,
     }
 }
 
@@ -258,6 +260,24 @@ fn samples_v3() -> Vec<(&'static str, Envelope)> {
     samples
 }
 
+/// The samples as version 4 writes them: version 3's, with a reason on the takeover and on the
+/// resolution as not executed (the other resolution keeps none).
+fn samples_v4() -> Vec<(&'static str, Envelope)> {
+    let mut samples = samples_v3();
+    for (name, event) in &mut samples {
+        match (&*name, &mut event.body) {
+            (&"taken_over", EventBody::TakenOver(a)) => {
+                a.reason = Some("customer called: charge not on their statement".into());
+            }
+            (&"resolved_not_executed", EventBody::Resolved(r)) => {
+                r.by.reason = Some("no charge in the provider's dashboard".into());
+            }
+            _ => {}
+        }
+    }
+    samples
+}
+
 fn frozen(file: &str) -> Vec<(String, Vec<u8>)> {
     file.lines()
         .filter(|l| !l.trim().is_empty())
@@ -303,6 +323,47 @@ fn every_frozen_v3_event_decodes_to_its_event_and_encodes_to_the_same_bytes() {
 }
 
 #[test]
+fn every_frozen_v4_event_decodes_to_its_event_and_encodes_to_the_same_bytes() {
+    check(EVENTS_V4, 4, &samples_v4());
+}
+
+#[test]
+fn version_4_changed_only_operators_actions() {
+    for ((name, v3), (_, v4)) in frozen(EVENTS_V3).iter().zip(frozen(EVENTS_V4)) {
+        assert_eq!(&v4[..2], &4u16.to_le_bytes(), "{name}");
+        match name.as_str() {
+            // A reason follows the action's fields; none is one byte, `0` (`None`).
+            "taken_over" | "resolved" | "resolved_not_executed" => {
+                assert_ne!(
+                    v3[2..],
+                    v4[2..],
+                    "{name}: its action carries a reason field"
+                )
+            }
+            _ => assert_eq!(v3[2..], v4[2..], "{name}: the same body in both versions"),
+        }
+    }
+    // Written as the newest version; a reason cannot be written as an older one.
+    for (name, event) in samples_v4() {
+        assert_eq!(
+            encode(&event).expect("encodes"),
+            encode_as(&event, 4).expect("encodes"),
+            "{name}"
+        );
+        let has_reason = match &event.body {
+            EventBody::TakenOver(a) => a.reason.is_some(),
+            EventBody::Resolved(r) => r.by.reason.is_some(),
+            _ => false,
+        };
+        assert_eq!(
+            matches!(encode_as(&event, 3), Err(EncodeError::Lossy(3))),
+            has_reason,
+            "{name}"
+        );
+    }
+}
+
+#[test]
 fn version_2_changed_only_the_ownership_change_and_version_3_only_results() {
     for ((name, v1), (_, v2)) in frozen(EVENTS_V1).iter().zip(frozen(EVENTS_V2)) {
         assert_eq!(&v2[..2], &2u16.to_le_bytes(), "{name}");
@@ -327,14 +388,6 @@ fn version_2_changed_only_the_ownership_change_and_version_3_only_results() {
     let completed = &v2.iter().find(|(n, _)| n == "completed").expect("in v2").1;
     assert_eq!(plain[2..plain.len() - 1], completed[2..]);
     assert_eq!(plain.last(), Some(&0));
-    // Events are written as the newest version.
-    for (name, event) in samples_v3() {
-        assert_eq!(
-            encode(&event).expect("encodes"),
-            encode_as(&event, 3).expect("encodes"),
-            "{name}"
-        );
-    }
 }
 
 #[test]
