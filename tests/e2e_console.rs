@@ -235,6 +235,33 @@ async fn an_operator_signs_in_acts_through_the_session_and_signs_out() {
     assert_eq!(taken["event"]["reason"], reason, "{taken}");
     assert_eq!(taken["schema_version"], 4, "{taken}");
 
+    // A session never acts as an agent, even for a principal that is one too.
+    let (status, _, headers) = sign_in(&server, TOKEN_A, true).await;
+    assert_eq!(status, 200);
+    let both = cookie_of(&headers);
+    let claim = server
+        .raw()
+        .post(format!("{}/v1/operations", server.base))
+        .header("Cookie", &both)
+        .header(CONSOLE.0, CONSOLE.1)
+        .header("Idempotency-Key", "console-claim")
+        .json(
+            &json!({"tool": "messages.send", "holder": "w1", "request": {"to": "+1", "text": "x"}}),
+        );
+    let (status, refused) = send(claim).await;
+    assert_eq!(status, 401, "{refused}");
+    // Two session cookies are one too many.
+    let (status, _) = with_session(
+        &server,
+        get.clone(),
+        "/v1/reconciliation",
+        &format!("{cookie}; {both}"),
+        true,
+        None,
+    )
+    .await;
+    assert_eq!(status, 401);
+
     // A reason with a control character is refused, and nothing is appended.
     let (status, bad) = with_session(
         &server,

@@ -123,7 +123,7 @@ async fn an_operator_settles_a_case_from_the_terminal() {
     let own = own["operation_id"].as_str().expect("id");
     let out = ops(&server, TOKEN_B, &["show", own], "");
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(stdout(&out).contains("timeline: needs the auditor role"));
+    assert!(stdout(&out).contains("timeline: needs the auditor, operator or viewer role"));
 
     // Not confirmed: nothing happens, and the history is as it was.
     let (_, before) = server
@@ -214,6 +214,13 @@ async fn an_operator_settles_a_case_from_the_terminal() {
         reason_of("resolved"),
         Some(json!("not in the provider's log")),
         "{history}"
+    );
+    let out = ops(&server, TOKEN_A, &["show", &id], "");
+    assert!(
+        stdout(&out).contains("reason: the customer says no message came")
+            && stdout(&out).contains("reason: not in the provider's log"),
+        "{}",
+        stdout(&out)
     );
     let (_, now) = server.get(TOKEN_A, &format!("/v1/operations/{id}")).await;
     assert_eq!(now["state"], "released", "{now}");

@@ -64,7 +64,7 @@ pub fn authenticate(
 ) -> Result<Arc<Principal>, ApiError> {
     let principal = match headers.get(header::AUTHORIZATION) {
         Some(value) => by_bearer(principals, value)?,
-        None => match console_session(headers) {
+        None => match console_session(headers)? {
             Some(session) => by_session(principals, headers, session)?,
             None => {
                 return Err(unauthenticated(
@@ -73,6 +73,28 @@ pub fn authenticate(
             }
         },
     };
+    admit(principals, principal)
+}
+
+/// Finds the principal of a request's `Authorization: Bearer` token only: what an agent does
+/// (claims, reports, compensations, MCP) is never done with a console session, so the console
+/// never acts as an agent, whatever roles its principal also has.
+pub fn authenticate_bearer(
+    principals: &Principals,
+    headers: &HeaderMap,
+) -> Result<Arc<Principal>, ApiError> {
+    let value = headers.get(header::AUTHORIZATION).ok_or_else(|| {
+        unauthenticated("an Authorization: Bearer <token> header is required (a console session does not claim or report)")
+    })?;
+    let principal = by_bearer(principals, value)?;
+    admit(principals, principal)
+}
+
+/// The principal, if its request rate allows one more request now (429 otherwise).
+pub fn admit(
+    principals: &Principals,
+    principal: Arc<Principal>,
+) -> Result<Arc<Principal>, ApiError> {
     if let Some(limit) = principal.rate
         && let Err(seconds) = principals.rates.admit(&principal.id, limit)
     {
@@ -113,13 +135,21 @@ fn by_bearer(
         .ok_or_else(|| unauthenticated("the token is not known"))
 }
 
-/// The console session cookie of a request, if it has one.
-pub fn console_session(headers: &HeaderMap) -> Option<&str> {
-    headers
+/// The console session cookie of a request, if it has one. Two are refused: a cookie planted
+/// by a sibling site (for a narrower path) must not stand in for the real one.
+pub fn console_session(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let mut found = headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .find_map(|v| super::session::cookie(v, super::session::COOKIE))
+        .flat_map(|v| super::session::cookies(v, super::session::COOKIE));
+    let first = found.next();
+    if found.next().is_some() {
+        return Err(unauthenticated(
+            "the request carries two console session cookies: sign out, clear this site's cookies and sign in again",
+        ));
+    }
+    Ok(first)
 }
 
 fn by_session(
@@ -135,15 +165,19 @@ fn by_session(
             "a console session is accepted only from the console (with its X-Opledger-Console: 1 header); an API client sends Authorization: Bearer <token>",
         ));
     }
-    principals
+    // The principal is looked up again: a reload that revoked the token, or left it no role
+    // that may use the console, ends the session for good.
+    let principal = principals
         .sessions
         .token_of(session, std::time::Instant::now())
         .and_then(|hash| principals.get(&hash))
-        .ok_or_else(|| {
-            unauthenticated(
-                "the console session has ended (signed out, idle for an hour, twelve hours old, the node restarted or the token was revoked): sign in again",
-            )
-        })
+        .filter(|p| p.oversees());
+    principal.ok_or_else(|| {
+        principals.sessions.close(session);
+        unauthenticated(
+            "the console session has ended (signed out, idle for an hour, twelve hours old, the node restarted, or the token was revoked or lost its roles): sign in again",
+        )
+    })
 }
 
 /// Requires a role.

@@ -12,8 +12,14 @@ pub fn json(request: &HeaderMap, body: &serde_json::Value) -> Response {
     let bytes = serde_json::to_vec(body).expect("a JSON value serialises");
     let tag = format!("\"{}\"", &hex::encode(Sha256::digest(&bytes))[..32]);
     let tag_value = HeaderValue::from_str(&tag).expect("hex in quotes");
+    // Never kept by a shared cache, and asked again each time by a browser's.
+    let cache = HeaderValue::from_static("private, no-cache");
     if matches(request, &tag) {
-        return (StatusCode::NOT_MODIFIED, [(header::ETAG, tag_value)]).into_response();
+        return (
+            StatusCode::NOT_MODIFIED,
+            [(header::ETAG, tag_value), (header::CACHE_CONTROL, cache)],
+        )
+            .into_response();
     }
     (
         StatusCode::OK,
@@ -23,6 +29,7 @@ pub fn json(request: &HeaderMap, body: &serde_json::Value) -> Response {
                 HeaderValue::from_static("application/json"),
             ),
             (header::ETAG, tag_value),
+            (header::CACHE_CONTROL, cache),
         ],
         bytes,
     )

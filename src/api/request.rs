@@ -175,9 +175,12 @@ fn with_role(
     Ok(principal)
 }
 
-/// The authenticated caller, which must be an agent.
+/// The authenticated caller, which must be an agent, with its bearer token (a console
+/// session never acts as an agent).
 fn agent(state: &ApiState, headers: &HeaderMap) -> Result<Arc<Principal>, ApiError> {
-    with_role(state, headers, Role::Agent)
+    let principal = auth::authenticate_bearer(&state.principals, headers)?;
+    auth::require(&principal, &[Role::Agent])?;
+    Ok(principal)
 }
 
 /// The authenticated caller, which must be an operator.

@@ -20,8 +20,11 @@ pub const CONSOLE_HEADER: &str = "x-opledger-console";
 pub const IDLE_MAX: Duration = Duration::from_secs(60 * 60);
 /// A session ends this long after sign-in, used or not.
 pub const LIFETIME_MAX: Duration = Duration::from_secs(12 * 60 * 60);
-/// Most sessions kept at once; signing in beyond it ends the least recently used one.
+/// Most sessions kept at once; beyond it a sign-in is refused until some end (rather than
+/// ending someone else's).
 pub const SESSIONS_MAX: usize = 4096;
+/// Most sessions of one token; signing in beyond it ends that token's least recently used one.
+pub const SESSIONS_PER_TOKEN_MAX: usize = 8;
 
 struct Session {
     token_hash: [u8; 32],
@@ -41,8 +44,9 @@ fn hash(value: &str) -> [u8; 32] {
 
 impl Sessions {
     /// Opens a session for the token of hash `token_hash`; returns the cookie's value: 244
-    /// random bits from the operating system (two version-4 UUIDs), as hex.
-    pub fn open(&self, token_hash: [u8; 32], now: Instant) -> String {
+    /// random bits from the operating system (two version-4 UUIDs), as hex. `None` when
+    /// [`SESSIONS_MAX`] sessions are open.
+    pub fn open(&self, token_hash: [u8; 32], now: Instant) -> Option<String> {
         let value = format!(
             "{}{}",
             uuid::Uuid::new_v4().simple(),
@@ -50,10 +54,22 @@ impl Sessions {
         );
         let mut sessions = self.lock();
         sessions.retain(|_, s| live(s, now));
-        if sessions.len() >= SESSIONS_MAX
-            && let Some(oldest) = sessions.iter().min_by_key(|(_, s)| s.used).map(|(k, _)| *k)
+        let oldest_of_token = sessions
+            .iter()
+            .filter(|(_, s)| s.token_hash == token_hash)
+            .min_by_key(|(_, s)| s.used)
+            .map(|(k, _)| *k);
+        let of_token = sessions
+            .values()
+            .filter(|s| s.token_hash == token_hash)
+            .count();
+        if of_token >= SESSIONS_PER_TOKEN_MAX
+            && let Some(oldest) = oldest_of_token
         {
             sessions.remove(&oldest);
+        }
+        if sessions.len() >= SESSIONS_MAX {
+            return None;
         }
         sessions.insert(
             hash(&value),
@@ -63,7 +79,7 @@ impl Sessions {
                 used: now,
             },
         );
-        value
+        Some(value)
     }
 
     /// The token hash of a live session, marking it used; `None` if it is unknown or ended.
@@ -96,9 +112,9 @@ fn live(session: &Session, now: Instant) -> bool {
         && now.saturating_duration_since(session.opened) < LIFETIME_MAX
 }
 
-/// The value of cookie `name` in a `Cookie` header (`a=1; b=2`).
-pub fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
-    header.split(';').find_map(|pair| {
+/// The values of cookie `name` in a `Cookie` header (`a=1; b=2`).
+pub fn cookies<'a>(header: &'a str, name: &'a str) -> impl Iterator<Item = &'a str> {
+    header.split(';').filter_map(move |pair| {
         let (k, v) = pair.trim().split_once('=')?;
         (k == name)
             .then_some(v.trim_matches('"'))
@@ -110,11 +126,15 @@ pub fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
 mod tests {
     use super::*;
 
+    fn open(sessions: &Sessions, token: u8, at: Instant) -> String {
+        sessions.open([token; 32], at).expect("room for a session")
+    }
+
     #[test]
     fn a_session_names_its_token_until_it_idles_out_or_grows_too_old() {
         let sessions = Sessions::default();
         let start = Instant::now();
-        let value = sessions.open([7; 32], start);
+        let value = open(&sessions, 7, start);
         assert_eq!(value.len(), 64);
         assert_eq!(sessions.token_of(&value, start), Some([7; 32]));
         assert_eq!(sessions.token_of("not-a-session", start), None);
@@ -126,10 +146,10 @@ mod tests {
         }
         assert_eq!(sessions.token_of(&value, start + LIFETIME_MAX), None);
         // Idle for an hour, it ends.
-        let other = sessions.open([8; 32], start);
+        let other = open(&sessions, 8, start);
         assert_eq!(sessions.token_of(&other, start + IDLE_MAX), None);
         // Closed, it ends.
-        let third = sessions.open([9; 32], start);
+        let third = open(&sessions, 9, start);
         sessions.close(&third);
         assert_eq!(sessions.token_of(&third, start), None);
     }
@@ -138,31 +158,56 @@ mod tests {
     fn two_sessions_never_share_a_value() {
         let sessions = Sessions::default();
         let now = Instant::now();
-        assert_ne!(sessions.open([1; 32], now), sessions.open([1; 32], now));
+        assert_ne!(open(&sessions, 1, now), open(&sessions, 1, now));
     }
 
     #[test]
-    fn beyond_the_most_sessions_the_least_recently_used_ends() {
+    fn one_token_keeps_its_last_sessions_and_never_ends_anothers() {
         let sessions = Sessions::default();
         let start = Instant::now();
-        let first = sessions.open([1; 32], start);
-        let second = sessions.open([2; 32], start + Duration::from_millis(1));
-        for i in 2..SESSIONS_MAX {
-            sessions.open([3; 32], start + Duration::from_millis(i as u64));
-        }
-        // The first is used again: the second is now the least recently used (all are live).
-        let later = start + Duration::from_millis(SESSIONS_MAX as u64);
-        assert!(sessions.token_of(&first, later).is_some());
-        sessions.open([4; 32], later);
-        assert!(sessions.token_of(&first, later).is_some());
-        assert!(sessions.token_of(&second, later).is_none());
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let someone_else = open(&sessions, 2, at(0));
+        let mine: Vec<String> = (0..SESSIONS_PER_TOKEN_MAX as u64)
+            .map(|i| open(&sessions, 1, at(1 + i)))
+            .collect();
+        // The first of mine is used again: the second is now my least recently used.
+        let later = at(100);
+        assert!(sessions.token_of(&mine[0], later).is_some());
+        open(&sessions, 1, later);
+        assert!(sessions.token_of(&mine[0], later).is_some());
+        assert!(sessions.token_of(&mine[1], later).is_none());
+        assert!(sessions.token_of(&someone_else, later).is_some());
     }
 
     #[test]
-    fn a_cookie_is_found_among_others() {
-        assert_eq!(cookie("a=1; opledger_ui=abc; b=2", COOKIE), Some("abc"));
-        assert_eq!(cookie("opledger_ui=\"abc\"", COOKIE), Some("abc"));
-        assert_eq!(cookie("x_opledger_ui=abc", COOKIE), None);
-        assert_eq!(cookie("opledger_ui=", COOKIE), None);
+    fn when_every_place_is_taken_a_sign_in_is_refused_and_nobody_is_signed_out() {
+        let sessions = Sessions::default();
+        let start = Instant::now();
+        let first = open(&sessions, 0, start);
+        for i in 1..SESSIONS_MAX {
+            // Many other tokens, a few sessions each.
+            let token = (i / SESSIONS_PER_TOKEN_MAX) as u16;
+            let mut hash = [9; 32];
+            hash[..2].copy_from_slice(&token.to_le_bytes());
+            let at = start + Duration::from_millis(i as u64);
+            assert!(sessions.open(hash, at).is_some());
+        }
+        let later = start + Duration::from_millis(SESSIONS_MAX as u64);
+        assert_eq!(sessions.lock().len(), SESSIONS_MAX);
+        assert_eq!(sessions.open([250; 32], later), None);
+        assert!(sessions.token_of(&first, later).is_some());
+        // Once one ends, there is room again.
+        sessions.close(&first);
+        assert!(sessions.open([250; 32], later).is_some());
+    }
+
+    #[test]
+    fn every_cookie_of_the_name_is_found_among_others() {
+        let all = |header| cookies(header, COOKIE).collect::<Vec<_>>();
+        assert_eq!(all("a=1; opledger_ui=abc; b=2"), ["abc"]);
+        assert_eq!(all("opledger_ui=\"abc\""), ["abc"]);
+        assert!(all("x_opledger_ui=abc").is_empty());
+        assert!(all("opledger_ui=").is_empty());
+        assert_eq!(all("opledger_ui=a; opledger_ui=b"), ["a", "b"]);
     }
 }

@@ -73,7 +73,22 @@ pub(super) async fn sign_in(
             ),
         ));
     }
-    let value = state.principals.sessions.open(hash, Instant::now());
+    // Sign-ins count against the principal's request rate like any request.
+    let principal = auth::admit(&state.principals, principal)?;
+    let value = state
+        .principals
+        .sessions
+        .open(hash, Instant::now())
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                format!(
+                    "{} console sessions are open, the most a node keeps: sign in again once some end (an idle hour), or use `opledger ops`",
+                    crate::api::session::SESSIONS_MAX
+                ),
+            )
+        })?;
     tracing::info!(principal = %principal.id, "console session opened");
     let cookie = format!(
         "{COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/{}",
@@ -105,7 +120,7 @@ pub(super) async fn sign_out(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     from_console(&headers)?;
-    if let Some(session) = auth::console_session(&headers) {
+    if let Ok(Some(session)) = auth::console_session(&headers) {
         state.principals.sessions.close(session);
     }
     let mut response = StatusCode::NO_CONTENT.into_response();

@@ -2,7 +2,7 @@
 //! and a session id is no credential — another principal presenting it is told it does not exist.
 
 use super::server::Gateway;
-use crate::api::auth::authenticate;
+use crate::api::auth::authenticate_bearer;
 use crate::api::error::ApiError;
 use crate::api::request::whole;
 use crate::config::Role;
@@ -28,7 +28,7 @@ pub(super) async fn authenticate_agent(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let principal = match authenticate(&gateway.state.principals, request.headers()) {
+    let principal = match authenticate_bearer(&gateway.state.principals, request.headers()) {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };

@@ -4,7 +4,10 @@
 //! at `GET /v1/summary/history`.
 //!
 //! The decisions are this node's (on a shared Kafka log each node decides for the partitions it
-//! serves); the queue is the cluster's, as `GET /v1/reconciliation` reads it.
+//! serves), counted as its arbiters apply them — a catch-up's replay of the log is not counted
+//! (the metrics observe a partition only once it is caught up); the queue is the cluster's, as
+//! `GET /v1/reconciliation` reads it. The first sample covers only the minute's rest after the
+//! node started.
 
 use crate::core::outcome::OutcomeKind;
 use std::collections::VecDeque;
@@ -71,13 +74,6 @@ impl Trend {
 
     fn totals(&self) -> Decisions {
         std::array::from_fn(|i| self.totals[i].load(Ordering::Relaxed))
-    }
-
-    /// Starts counting minutes from now: what was counted before (a catch-up's replay of
-    /// the log, say) is in no sample.
-    pub fn begin(&self) {
-        let now = self.totals();
-        self.kept.lock().unwrap_or_else(|p| p.into_inner()).then = now;
     }
 
     /// Closes the minute ending at `at_ms` with the queue as read then; the oldest sample
@@ -163,17 +159,6 @@ mod tests {
         assert_eq!(samples[1].decisions, [0, 0, 1, 1, 0]);
         assert_eq!(samples[1].queue, None);
         assert_eq!(current.decisions, [0; 5]);
-    }
-
-    #[test]
-    fn what_was_counted_before_the_beginning_is_in_no_sample() {
-        let trend = Trend::default();
-        trend.count(OutcomeKind::Replay);
-        trend.begin();
-        trend.count(OutcomeKind::FirstExecution);
-        trend.sample(60_000, Some(0));
-        let (samples, _) = trend.samples(60_001, None);
-        assert_eq!(samples[0].decisions, [1, 0, 0, 0, 0]);
     }
 
     #[test]

@@ -197,7 +197,7 @@ impl Node {
                 tracing::info!(
                     schema = crate::core::event::EVENT_SCHEMA_VERSION,
                     rules = crate::core::machine::RULES_VERSION,
-                    "writing events of this schema version: a node of a build that does not know it stops at its first event rather than misread it; upgrade every node of the topic together (schemas/events-v3.md)"
+                    "writing events of this schema version: a node of a build that does not know it stops at its first event rather than misread it; upgrade every node of the topic together (schemas/events-v4.md)"
                 );
                 let key = peer_key(kafka)?;
                 let joined = membership::join(
@@ -255,7 +255,6 @@ impl Node {
         if let Some(recovery) = &recovery {
             tasks.push(tokio::spawn(recovery.clone().run(stopped.clone())));
         }
-        metrics.trend.begin(); // The charts count from here, not the catch-up's replay.
         let queue = queue::refresh(ledger.clone(), metrics.clone(), stopped.clone());
         tasks.push(tokio::spawn(queue));
         Ok(Self {

@@ -92,7 +92,7 @@ pub(super) enum OpsCommand {
     Queue,
     /// One operation: its state and timeline
     ///
-    /// Example: `opledger ops show 0d9c3f5e-…`. The timeline needs the auditor role.
+    /// Example: `opledger ops show 0d9c3f5e-…`. The timeline needs the auditor, operator or viewer role.
     Show {
         /// The operation id.
         id: String,

@@ -273,7 +273,7 @@ impl Ops {
         super::text::out(shown.as_bytes())
     }
 
-    /// The operation and, for an auditor, its timeline.
+    /// The operation and, for an auditor, operator or viewer, its timeline.
     async fn show(&self, id: &str) -> anyhow::Result<()> {
         let path = operation_path(id);
         let now = self.get(&path).await?;

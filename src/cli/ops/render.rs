@@ -238,7 +238,7 @@ pub fn operation(op: &Value, history: Option<&Value>) -> String {
         out.push_str("  result: withheld (this token may not use the tool)\n");
     }
     let Some(history) = history else {
-        out.push_str("timeline: needs the auditor role\n");
+        out.push_str("timeline: needs the auditor, operator or viewer role\n");
         return out;
     };
     let rows: Vec<Vec<String>> = history["events"]
@@ -250,10 +250,12 @@ pub fn operation(op: &Value, history: Option<&Value>) -> String {
                 Some("moved_to_manual") => {
                     format!("{}: {}", text(&e["reason"]), text(&e["explanation"]))
                 }
-                // What recovery asked the external system and was told.
-                _ => match &e["event"]["evidence"] {
-                    Value::Null => String::new(),
-                    told => format!("the external system said {told}"),
+                // What recovery asked the external system and was told, or why an
+                // operator acted.
+                _ => match (&e["event"]["evidence"], reason(&e["event"])) {
+                    (Value::Null, Some(why)) => format!("reason: {why}"),
+                    (Value::Null, None) => String::new(),
+                    (told, _) => format!("the external system said {told}"),
                 },
             };
             vec![
@@ -275,6 +277,13 @@ pub fn operation(op: &Value, history: Option<&Value>) -> String {
         out.push_str("(more events than shown)\n");
     }
     out
+}
+
+/// The reason an operator gave, on a takeover (`reason`) or a resolution (`by.reason`).
+fn reason(event: &Value) -> Option<&str> {
+    event["reason"]
+        .as_str()
+        .or_else(|| event["by"]["reason"].as_str())
 }
 
 #[cfg(test)]

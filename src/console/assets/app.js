@@ -8,6 +8,11 @@ const POLL_MS = 5000;
 const me = { principal: null, roles: [] };
 const etags = {};
 let pollTimer = null;
+// Each screen's render counts up; an answer for an older render is dropped, so the screen
+// shown is always the one the address names.
+let renders = 0;
+// While a bulk action counts or runs, polling leaves the screen alone.
+let busy = false;
 
 // ---- small helpers --------------------------------------------------------------------------
 
@@ -83,8 +88,14 @@ async function api(method, path, body, etagKey, conditional = true) {
 
 /// The API's own words for a refusal (`{"error": {"code", "message"}}`), or the status.
 const failure = (r) => (r.data && r.data.error && r.data.error.message) || `the node answered ${r.status}`;
+/// Whether an action was done, and if not why: a rejection for the operation's state (409,
+/// 404) carries `rejection`, any other refusal `error`.
+const done = (r) => r.ok && r.data && r.data.decision !== 'rejected';
+const why = (r) => (r.data && r.data.rejection ? `${r.data.rejection.code}: ${r.data.rejection.message}` : failure(r));
 
-function show(node) {
+/// Shows `node` as the screen of render `render`, unless another render started since.
+function show(node, render) {
+  if (render !== undefined && render !== renders) return;
   const view = $('view');
   view.replaceChildren(node);
   view.hidden = false;
@@ -102,7 +113,13 @@ function qs(params) {
 function signedOut(message) {
   clearInterval(pollTimer);
   pollTimer = null;
+  busy = false;
+  me.principal = null;
+  me.roles = [];
   for (const id of ['nav', 'who', 'summary', 'charts', 'view']) $(id).hidden = true;
+  for (const id of ['summary', 'charts', 'view', 'who-name']) $(id).replaceChildren();
+  for (const key of Object.keys(etags)) delete etags[key];
+  if ($('confirm').open) $('confirm').close();
   $('signin').hidden = false;
   $('signin-error').textContent = message || '';
   $('token').focus();
@@ -219,9 +236,13 @@ function queueMatches(item) {
 }
 
 async function renderQueue(force) {
+  const render = force ? ++renders : renders;
   const r = await api('GET', '/v1/reconciliation', undefined, 'queue', !force);
   if (r.status === 304) return;
-  if (!r.ok) return show(el('p', { class: 'error', text: failure(r) }));
+  if (!r.ok) {
+    delete etags.queue; // so that the next poll shows the queue again, not nothing
+    return show(el('p', { class: 'error', text: failure(r) }), render);
+  }
   const items = r.data.items;
   const tools = [...new Set(items.map((i) => i.target.tool))].sort();
   const shown = items.filter(queueMatches);
@@ -236,7 +257,7 @@ async function renderQueue(force) {
     stateCell(i.state),
     el('td', { text: age(i.requested_at), title: i.requested_at }),
     el('td', { text: i.taken_over_by || '—' }),
-    el('td', { text: i.recovery ? `${i.recovery.queries} quer${i.recovery.queries === 1 ? 'y' : 'ies'}, last: ${i.recovery.last || '—'}` : '—' })));
+    el('td', { text: i.recovery ? `${i.recovery.queries} quer${i.recovery.queries === 1 ? 'y' : 'ies'}, last: ${i.recovery.last_result || '—'}` : '—' })));
   show(el('div', {},
     el('h1', { text: `Reconciliation queue: ${counted(r.data.total, 'operation')} waiting for a person` }),
     el('p', { class: 'muted', text: 'Nobody can settle these automatically. Open one to see its guidance and timeline, then take it over and resolve it.' }),
@@ -248,7 +269,7 @@ async function renderQueue(force) {
         el('thead', {}, el('tr', {}, ['Operation', 'Tool', 'Principal', 'State', 'Waiting', 'Taken over by', 'Recovery'].map((h) => el('th', { scope: 'col', text: h })))),
         el('tbody', {}, rows)),
     acts() && shown.length ? bulkPanel(`the ${counted(shown.length, 'queued operation')} shown`,
-      async () => shown.map((i) => ({ operation_id: i.operation_id, version: i.version, state: i.state }))) : null));
+      async () => shown.map((i) => ({ operation_id: i.operation_id, version: i.version, state: i.state }))) : null), render);
 }
 
 // ---- the operations list --------------------------------------------------------------------
@@ -256,6 +277,7 @@ async function renderQueue(force) {
 const LIST_FIELDS = ['state', 'tool', 'principal', 'since', 'until'];
 
 async function renderOperations(params) {
+  const render = ++renders;
   const filter = Object.fromEntries(LIST_FIELDS.map((k) => [k, params.get(k) || '']));
   const cursor = params.get('cursor') || '';
   const r = await api('GET', `/v1/operations${qs({ ...filter, cursor, limit: '50' })}`);
@@ -267,7 +289,7 @@ async function renderOperations(params) {
   LIST_FIELDS.map((k) => el('div', {}, el('label', { for: `list-${k}`, text: k }),
     el('input', { id: `list-${k}`, value: filter[k], placeholder: k === 'since' || k === 'until' ? '2026-12-07T10:00:00Z' : '' }))),
   el('button', { type: 'submit', class: 'primary', text: 'Filter' }));
-  if (!r.ok) return show(el('div', {}, el('h1', { text: 'Operations' }), form, el('p', { class: 'error', text: failure(r) })));
+  if (!r.ok) return show(el('div', {}, el('h1', { text: 'Operations' }), form, el('p', { class: 'error', text: failure(r) })), render);
   const rows = r.data.items.map((o) => el('tr', {},
     el('td', { class: 'id' }, opLink(o.operation_id)),
     el('td', { text: o.tool }),
@@ -285,7 +307,7 @@ async function renderOperations(params) {
         el('thead', {}, el('tr', {}, ['Operation', 'Tool', 'Principal', 'State', 'Created', 'Last change'].map((h) => el('th', { scope: 'col', text: h })))),
         el('tbody', {}, rows)),
     el('p', {}, cursor ? el('a', { href: `#/operations${qs(filter)}`, text: 'First page' }) : null, cursor && next ? ' · ' : null, next),
-    acts() && r.data.count ? bulkPanel('every operation matching this filter (all pages)', () => everyMatching(filter)) : null));
+    acts() && r.data.count ? bulkPanel('every operation matching this filter (all pages)', () => everyMatching(filter)) : null), render);
 }
 
 /// Every operation matching a list filter, page after page.
@@ -333,10 +355,11 @@ function timelineEntry(e) {
 }
 
 async function renderOperation(id) {
+  const render = ++renders;
   const path = `/v1/operations/${encodeURIComponent(id)}`;
   const [op, history, queue] = await Promise.all([
     api('GET', path), api('GET', `${path}/history`), api('GET', '/v1/reconciliation')]);
-  if (!op.ok) return show(el('p', { class: 'error', text: failure(op) }));
+  if (!op.ok) return show(el('p', { class: 'error', text: failure(op) }), render);
   const o = op.data;
   const queued = queue.ok ? queue.data.items.find((i) => i.operation_id === o.operation_id) : undefined;
   const result = o.result ? `${o.result.resource_ref} (status ${o.result.status})` : undefined;
@@ -351,7 +374,7 @@ async function renderOperation(id) {
     acts() ? actionsFor(o, path) : null,
     el('h2', { text: 'Timeline' }),
     history.ok ? el('ol', { class: 'timeline' }, history.data.events.map(timelineEntry))
-      : el('p', { class: 'error', text: failure(history) })));
+      : el('p', { class: 'error', text: failure(history) })), render);
 }
 
 const summaryOf = (o) => `${o.operation_id} (tool ${o.tool}, principal ${o.principal}, ${o.state}, version ${o.version})`;
@@ -359,9 +382,9 @@ const summaryOf = (o) => `${o.operation_id} (tool ${o.tool}, principal ${o.princ
 function actionsFor(o, path) {
   const status = el('p', { role: 'status' });
   const after = (r) => {
-    if (r.ok && r.data.decision !== 'rejected') { route(); refreshHeader(); return; }
+    if (done(r)) { route(); refreshHeader(); return; }
     status.className = 'error';
-    status.textContent = r.ok ? `Rejected (${r.data.rejection.code}): ${r.data.rejection.message}` : failure(r);
+    status.textContent = `Not done: ${why(r)}`;
   };
   const takeOver = async () => {
     const reason = await confirmAction(`Take over ${summaryOf(o)}: from then on executors' reports are refused, claims answer \`manual\`, and only an operator can resolve it.`);
@@ -387,27 +410,16 @@ function actionsFor(o, path) {
     body.expected_version = o.version;
     after(await api('POST', `${path}/resolve`, withReason(body, reason)));
   };
-  const compensate = async () => {
-    const holder = el('input', { id: 'compensate-holder', value: 'compensator' });
-    const request = el('textarea', { id: 'compensate-request', rows: '3' }, '{}');
-    const extra = [el('label', { for: 'compensate-holder', text: 'Executor that runs the compensation' }), holder,
-      el('label', { for: 'compensate-request', text: 'Request of the compensation (JSON)' }), request];
-    const reason = await confirmAction(() => `Compensate ${summaryOf(o)}: a new operation that undoes it is claimed for \`${holder.value}\`, which must then run it and report.`, extra, false);
-    if (reason === null) return;
-    let parsed;
-    try { parsed = JSON.parse(request.value); } catch (e) { status.className = 'error'; status.textContent = `The request is not JSON: ${e.message}`; return; }
-    after(await api('POST', `${path}/compensate`, { holder: holder.value, request: parsed }));
-  };
   // What the ledger would accept now: a takeover of what is not settled nor yet taken over, a
-  // resolution of what was taken over, a compensation of what completed. (The API decides.)
+  // resolution of what was taken over (the API decides). Compensating is an agent's act, with
+  // its own token: the console never acts as an agent.
   const open = ['processing', 'outcome_unknown', 'manual'].includes(o.state);
   return el('div', {},
     el('h2', { text: 'Actions' }),
     el('div', { class: 'actions' },
       open && !o.taken_over_by ? el('button', { type: 'button', class: 'primary', onclick: takeOver, text: 'Take over' }) : null,
       o.state === 'manual' && o.taken_over_by ? el('button', { type: 'button', class: 'primary', onclick: resolve, text: 'Resolve…' }) : null,
-      o.state === 'completed' ? el('button', { type: 'button', onclick: compensate, text: 'Compensate…' }) : null,
-      open || o.state === 'completed' ? null : el('p', { class: 'muted', text: `Nothing to do: it is ${o.state}.` })),
+      open ? null : el('p', { class: 'muted', text: `Nothing to do here: it is ${o.state}.` })),
     status);
 }
 
@@ -418,28 +430,43 @@ function withReason(body, reason) {
 
 // ---- confirmation ---------------------------------------------------------------------------
 
+const REASON_BYTES_MAX = 500;
+
+/// What is wrong with a reason as the ledger would judge it (at most 500 bytes of UTF-8, no
+/// control characters), or null.
+function reasonProblem(reason) {
+  if (new TextEncoder().encode(reason).length > REASON_BYTES_MAX) return `A reason holds at most ${REASON_BYTES_MAX} bytes: shorten it.`;
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(reason)) return 'A reason is one line of text.';
+  return null;
+}
+
 /// Shows what will happen and asks; resolves to the reason typed ('' for none), or null if the
 /// operator cancelled. `statement` may be a function, re-read as the extra fields change.
-function confirmAction(statement, extra = [], withReasonField = true) {
+function confirmAction(statement, extra = []) {
   const dialog = $('confirm');
   const text = () => (typeof statement === 'function' ? statement() : statement);
   $('confirm-text').textContent = text();
+  $('confirm-error').textContent = '';
   $('confirm-fields').replaceChildren(...extra);
   for (const f of extra) f.addEventListener('input', () => { $('confirm-text').textContent = text(); });
   $('confirm-reason').value = '';
-  $('confirm-reason').hidden = !withReasonField;
-  dialog.querySelector('label[for="confirm-reason"]').hidden = !withReasonField;
   return new Promise((resolve) => {
-    const done = (value) => {
+    const finish = (value) => {
       dialog.close();
       $('confirm-form').onsubmit = null;
       $('confirm-cancel').onclick = null;
       dialog.oncancel = null;
       resolve(value);
     };
-    $('confirm-form').onsubmit = (e) => { e.preventDefault(); done($('confirm-reason').value.trim()); };
-    $('confirm-cancel').onclick = () => done(null);
-    dialog.oncancel = () => done(null);
+    $('confirm-form').onsubmit = (e) => {
+      e.preventDefault();
+      const reason = $('confirm-reason').value.trim();
+      const problem = reasonProblem(reason);
+      if (problem) $('confirm-error').textContent = problem;
+      else finish(reason);
+    };
+    $('confirm-cancel').onclick = () => finish(null);
+    dialog.oncancel = () => finish(null);
     dialog.showModal();
   });
 }
@@ -456,7 +483,8 @@ function bulkPanel(what, select) {
   const dryRun = async () => {
     out.replaceChildren(el('p', { text: 'Counting…' }));
     let matched;
-    try { matched = await select(); } catch (e) { out.replaceChildren(el('p', { class: 'error', text: e.message })); return; }
+    busy = true;
+    try { matched = await select(); } catch (e) { out.replaceChildren(el('p', { class: 'error', text: e.message })); return; } finally { busy = false; }
     const verb = action.value === 'takeover' ? 'take over' : 'resolve as not executed';
     put(out,
       el('p', { text: `Dry run: ${counted(matched.length, 'operation')} match${matched.length === 1 ? 'es' : ''}; nothing was changed.` }),
@@ -480,18 +508,29 @@ async function runBulk(action, matched, out) {
   if (reason === null) return;
   const succeeded = [];
   const failed = [];
+  let stopped = null;
   const progress = el('p', { text: `0 of ${matched.length} done` });
   out.replaceChildren(progress);
-  for (const m of matched) {
-    const path = `/v1/operations/${encodeURIComponent(m.operation_id)}/${action === 'takeover' ? 'takeover' : 'resolve'}`;
-    const body = action === 'takeover' ? { expected_version: m.version } : { outcome: 'not_executed', expected_version: m.version };
-    const r = await api('POST', path, withReason(body, reason));
-    if (r.ok && r.data.decision !== 'rejected') succeeded.push(m);
-    else failed.push({ ...m, why: r.ok ? `${r.data.rejection.code}: ${r.data.rejection.message}` : failure(r) });
-    progress.textContent = `${succeeded.length + failed.length} of ${matched.length} done`;
+  busy = true;
+  try {
+    for (const m of matched) {
+      const path = `/v1/operations/${encodeURIComponent(m.operation_id)}/${action === 'takeover' ? 'takeover' : 'resolve'}`;
+      const body = action === 'takeover' ? { expected_version: m.version } : { outcome: 'not_executed', expected_version: m.version };
+      const r = await api('POST', path, withReason(body, reason));
+      // A refusal of the caller (signed out, no longer an operator, no node) ends the run: the
+      // rest would be refused alike.
+      if ([0, 401, 403].includes(r.status)) { stopped = why(r); break; }
+      if (done(r)) succeeded.push(m);
+      else failed.push({ ...m, why: why(r) });
+      progress.textContent = `${succeeded.length + failed.length} of ${matched.length} done`;
+    }
+  } finally {
+    busy = false;
   }
+  const untried = matched.length - succeeded.length - failed.length;
   put(out,
-    el('p', { class: failed.length ? 'error' : 'ok', text: `${succeeded.length} succeeded, ${failed.length} failed.` }),
+    el('p', { class: failed.length || stopped ? 'error' : 'ok', text: `${succeeded.length} succeeded, ${failed.length} failed${untried ? `, ${untried} not tried` : ''}.` }),
+    stopped ? el('p', { class: 'error', text: `Stopped: ${stopped}` }) : null,
     failed.length ? el('ul', {}, failed.map((f) => el('li', {}, opLink(f.operation_id), `: ${f.why}`))) : null,
     succeeded.length ? el('details', {}, el('summary', { text: 'Succeeded' }), el('ul', {}, succeeded.map((s) => el('li', {}, opLink(s.operation_id))))) : null);
   refreshHeader();
@@ -500,8 +539,9 @@ async function runBulk(action, matched, out) {
 // ---- tools ----------------------------------------------------------------------------------
 
 async function renderTools() {
+  const render = ++renders;
   const r = await api('GET', '/v1/tools');
-  if (!r.ok) return show(el('p', { class: 'error', text: failure(r) }));
+  if (!r.ok) return show(el('p', { class: 'error', text: failure(r) }), render);
   const rows = r.data.items.map((t) => el('tr', {},
     el('td', { text: t.name }), el('td', { text: t.class }), el('td', { text: t.loss }),
     el('td', { text: duration(t.lease_ms) }), el('td', { text: duration(t.retention_ms) }), el('td', { text: t.queryable ? 'yes' : 'no' }),
@@ -509,7 +549,7 @@ async function renderTools() {
   show(el('div', {}, el('h1', { text: 'Tools and their contracts' }),
     el('table', {}, el('caption', { class: 'visually-hidden', text: 'Tools' }),
       el('thead', {}, el('tr', {}, ['Tool', 'Class', 'Loss', 'Lease', 'Retention', 'Queryable', 'An unknown outcome', 'Fingerprint'].map((h) => el('th', { scope: 'col', text: h })))),
-      el('tbody', {}, rows))));
+      el('tbody', {}, rows))), render);
 }
 
 // ---- routing and polling --------------------------------------------------------------------
@@ -528,7 +568,7 @@ function route() {
 }
 
 function poll() {
-  if ($('confirm').open || document.hidden) return;
+  if ($('confirm').open || document.hidden || busy) return;
   refreshHeader(false);
   const path = (location.hash || '#/queue').slice(1);
   if (path === '/queue') renderQueue(false);
@@ -537,7 +577,11 @@ function poll() {
 document.addEventListener('DOMContentLoaded', async () => {
   $('signin-form').addEventListener('submit', signIn);
   $('sign-out').addEventListener('click', signOut);
-  window.addEventListener('hashchange', () => { if (me.principal) route(); });
+  window.addEventListener('hashchange', () => {
+    // A dialog belongs to the screen it was opened on.
+    if ($('confirm').open) $('confirm-cancel').click();
+    if (me.principal) route();
+  });
   const r = await api('GET', '/ui/session');
   if (r.ok) signedIn(r.data);
   else signedOut('');
