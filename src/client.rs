@@ -184,6 +184,34 @@ impl Client {
         self.send(request).await
     }
 
+    /// Claims many operations in one request (at most 1,000): one result per claim, in order,
+    /// each what [`claim`](Self::claim) would have answered it alone — a refusal of one claim
+    /// is its own `Err` and never fails the others. The whole call fails only when the batch
+    /// itself is refused or has no answer (then sending it again is safe).
+    pub async fn claim_many(
+        &self,
+        claims: &[Claim<'_>],
+    ) -> Result<Vec<Result<Answer, ClientError>>, ClientError> {
+        let intents: Vec<Value> = claims
+            .iter()
+            .map(
+                |c| json!({"key": c.key, "tool": c.tool, "holder": c.holder, "request": c.request}),
+            )
+            .collect();
+        let request = self
+            .http
+            .post(format!("{}/v1/operations/batch", self.base))
+            .json(&json!({ "intents": intents }));
+        let (_, value) = self.exchange(request).await?;
+        let results = value["results"]
+            .as_array()
+            .filter(|r| r.len() == claims.len())
+            .ok_or_else(|| {
+                ClientError::Unexpected("a batch answer without one result per claim".into())
+            })?;
+        Ok(results.iter().map(result_of).collect())
+    }
+
     /// Reports what happened to operation `id` as its holder.
     pub async fn report(
         &self,
@@ -270,6 +298,23 @@ impl Client {
         }
         Ok((status, value))
     }
+}
+
+/// One result of a batch: its answer, or its refusal.
+fn result_of(v: &Value) -> Result<Answer, ClientError> {
+    if let Some(error) = v.get("error") {
+        let text = |k: &str| error[k].as_str().unwrap_or_default().to_owned();
+        return Err(ClientError::Refused {
+            status: v["status"]
+                .as_u64()
+                .and_then(|s| u16::try_from(s).ok())
+                .unwrap_or(0),
+            code: text("code"),
+            message: text("message"),
+            retriable: error["retriable"].as_bool().unwrap_or(false),
+        });
+    }
+    answer(v).ok_or_else(|| ClientError::Unexpected(v.to_string()))
 }
 
 fn operation(v: &Value) -> Option<Operation> {

@@ -101,3 +101,34 @@ async fn the_client_types_every_answer_of_a_real_node() {
     }
     server.stop();
 }
+
+/// `claim_many`: one request, one typed result per claim in order; a refused claim is its own
+/// error and the others are answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn claim_many_types_each_result_of_a_batch() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(dir.path());
+    let ledger = Client::new(&server.base, TOKEN_A);
+    let request = json!({"amount": "1.00", "currency": "EUR", "customer": "c-1"});
+    let claim = |key| Claim {
+        tool: "payments.charge",
+        key,
+        holder: "w1",
+        request: &request,
+    };
+    let claims = [claim("many-1"), claim("bad key"), claim("many-2")];
+    let results = ledger.claim_many(&claims).await.expect("a batch answer");
+    assert_eq!(results.len(), 3);
+    assert!(matches!(results[0], Ok(Answer::Execute(_))), "{results:?}");
+    assert!(
+        matches!(&results[1], Err(ClientError::Refused { status: 400, code, .. }) if code == "invalid_key"),
+        "{results:?}"
+    );
+    assert!(matches!(results[2], Ok(Answer::Execute(_))), "{results:?}");
+    // A batch that is not one is refused whole.
+    assert!(matches!(
+        ledger.claim_many(&[]).await,
+        Err(ClientError::Refused { status: 400, .. })
+    ));
+    server.stop();
+}

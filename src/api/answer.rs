@@ -130,6 +130,12 @@ pub fn record_fields(principal: &Principal, record: &OperationRecord) -> Map<Str
 
 /// Renders an arbiter's answer.
 pub fn render_answer(principal: &Principal, answer: &Answer) -> Response {
+    let (status, body) = answer_json(principal, answer);
+    (status, Json(body)).into_response()
+}
+
+/// A decision's HTTP status and JSON answer.
+pub fn answer_json(principal: &Principal, answer: &Answer) -> (StatusCode, Value) {
     let mut m = match &answer.record {
         Some(record) => record_fields(principal, record),
         None => Map::new(),
@@ -158,7 +164,7 @@ pub fn render_answer(principal: &Principal, answer: &Answer) -> Response {
         }
         _ => {}
     }
-    (status_of(&answer.decision), Json(Value::Object(m))).into_response()
+    (status_of(&answer.decision), Value::Object(m))
 }
 
 /// What recovery asked the external system and what it was told, once it has begun.

@@ -44,18 +44,26 @@ pub(super) async fn claim(
             },
         )
         .await?;
-    Ok(match claimed {
+    let (status, body) = claimed_json(&principal, &claimed);
+    Ok((status, axum::Json(body)).into_response())
+}
+
+/// A claim's HTTP status and JSON answer.
+pub(super) fn claimed_json(
+    principal: &crate::config::Principal,
+    claimed: &Claimed,
+) -> (StatusCode, serde_json::Value) {
+    match claimed {
         Claimed::NotRecorded => (
             StatusCode::OK,
-            axum::Json(serde_json::json!({
+            serde_json::json!({
                 "decision": "not_recorded",
                 "recorded": false,
                 "message": "read tools are not recorded: call and retry freely"
-            })),
-        )
-            .into_response(),
-        Claimed::Decided(answer) => render_answer(&principal, &answer),
-    })
+            }),
+        ),
+        Claimed::Decided(answer) => super::answer::answer_json(principal, answer),
+    }
 }
 
 /// The request's one `Idempotency-Key`, if it has one.

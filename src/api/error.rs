@@ -38,8 +38,9 @@ impl ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The answer's JSON: `{"error": {code, message, retriable}}`.
+    pub fn body(&self) -> serde_json::Value {
         // Safe to send again as it was: nothing was appended (408, 429) or the outcome is
         // decided by the same key (503).
         let retriable = [
@@ -48,9 +49,15 @@ impl IntoResponse for ApiError {
             StatusCode::REQUEST_TIMEOUT,
         ]
         .contains(&self.status);
-        let body = serde_json::json!({
+        serde_json::json!({
             "error": { "code": self.code, "message": self.message, "retriable": retriable }
-        });
+        })
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = self.body();
         let mut response = (self.status, Json(body)).into_response();
         if let Some(seconds) = self.retry_after {
             response

@@ -3,6 +3,7 @@
 
 pub mod answer;
 pub mod auth;
+mod batch;
 pub mod error;
 mod etag;
 
@@ -76,6 +77,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/operations", post(claim).get(listing::list))
         .route("/v1/operations/lookup", get(lookup))
+        .route("/v1/operations/batch", post(batch::claim_batch))
         .route("/v1/operations/{id}", get(read))
         .route("/v1/operations/{id}/history", get(history::history))
         .route("/v1/operations/{id}/heartbeat", post(heartbeat))

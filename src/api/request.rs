@@ -69,7 +69,15 @@ fn too_large(max: usize) -> ApiError {
 /// Reads a body, refusing more than the limit and a client that takes longer than the body
 /// read timeout to send it (a slow sender must not hold a request, and its connection, open).
 async fn bounded(body: Body, state: &ApiState) -> Result<Bytes, ApiError> {
-    let max = state.body_bytes_max;
+    bounded_to(body, state, state.body_bytes_max).await
+}
+
+/// Like [`bounded`], up to `max` bytes instead of the configured bound.
+pub(super) async fn bounded_to(
+    body: Body,
+    state: &ApiState,
+    max: usize,
+) -> Result<Bytes, ApiError> {
     match tokio::time::timeout(state.body_read_timeout, axum::body::to_bytes(body, max)).await {
         Ok(read) => read.map_err(|e| {
             let over_limit = e
@@ -113,7 +121,7 @@ pub(crate) async fn whole(
     Ok(axum::extract::Request::from_parts(parts, bytes.into()))
 }
 
-fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+pub(super) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(bytes).map_err(|e| {
         use serde_json::error::Category;
         let at = format!("line {} column {}", e.line(), e.column());
@@ -177,7 +185,7 @@ fn with_role(
 
 /// The authenticated caller, which must be an agent, with its bearer token (a console
 /// session never acts as an agent).
-fn agent(state: &ApiState, headers: &HeaderMap) -> Result<Arc<Principal>, ApiError> {
+pub(super) fn agent(state: &ApiState, headers: &HeaderMap) -> Result<Arc<Principal>, ApiError> {
     let principal = auth::authenticate_bearer(&state.principals, headers)?;
     auth::require(&principal, &[Role::Agent])?;
     Ok(principal)

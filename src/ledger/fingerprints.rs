@@ -73,15 +73,10 @@ impl Ledger {
     ) -> Result<Answer, LedgerError> {
         let submitted = fingerprint.version;
         let answer = self.submit(scope, body(fingerprint)).await?;
-        let stored = match (&answer.decision, &answer.record) {
-            (Decision::Conflict { .. }, Some(record))
-                if record.fingerprint.version != submitted =>
-            {
-                record.fingerprint.version
-            }
-            _ => return Ok(answer),
-        };
-        self.submit(scope, body(intent.under(stored)?)).await
+        match stored_rules(&answer, submitted) {
+            Some(stored) => self.submit(scope, body(intent.under(stored)?)).await,
+            None => Ok(answer),
+        }
     }
 
     /// The operation stored under `scope`, if any.
@@ -91,5 +86,16 @@ impl Ledger {
     ) -> Result<Option<OperationRecord>, LedgerError> {
         let partition = self.router.partition(self.router.of_scope(&scope))?;
         Ok(partition.read(Lookup::Scope(scope)).await?)
+    }
+}
+
+/// The rules of the operation an answer conflicts with, when they are not those the claim was
+/// fingerprinted under (`submitted`): the claim is then asked once more under them.
+pub(super) fn stored_rules(answer: &Answer, submitted: u16) -> Option<u16> {
+    match (&answer.decision, &answer.record) {
+        (Decision::Conflict { .. }, Some(record)) if record.fingerprint.version != submitted => {
+            Some(record.fingerprint.version)
+        }
+        _ => None,
     }
 }

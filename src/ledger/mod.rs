@@ -7,6 +7,7 @@
 //! before anything is appended, so it leaves no trace in the log. Nothing here holds a lock
 //! across an await.
 
+mod claims;
 mod compensate;
 mod error;
 mod fingerprints;
@@ -16,6 +17,7 @@ mod operate;
 mod requests;
 mod summary;
 
+pub use claims::BATCH_INTENTS_MAX;
 pub use error::LedgerError;
 pub use listing::LIST_LIMIT_MAX;
 pub use requests::{ClaimInput, Claimed, OperatorCommand, Report};
@@ -24,7 +26,7 @@ use crate::cluster::router::Router;
 use crate::config::Principal;
 use crate::core::contract::ToolContract;
 use crate::core::decision::Decision;
-use crate::core::event::{Claim, Completion, EventBody, Failure, Transition};
+use crate::core::event::{Completion, EventBody, Failure, Transition};
 use crate::core::input;
 use crate::core::key::{ClientKey, OperationId, ScopedHash};
 use crate::core::operation::{OpState, OperationRecord};
@@ -35,7 +37,7 @@ use crate::status::SharedStatusClient;
 use requests::check_result;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Timeout of the status query a compensation request makes.
 pub const STATUS_QUERY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -88,19 +90,6 @@ impl Ledger {
         &self.tools
     }
 
-    /// Claims an operation: create-or-return.
-    pub async fn claim(
-        &self,
-        principal: &Principal,
-        input: ClaimInput<'_>,
-    ) -> Result<Claimed, LedgerError> {
-        let contract = self.tools.get(input.tool).ok_or_else(|| {
-            let usable = self.tools.keys().filter(|t| principal.may_use(t));
-            LedgerError::unknown_tool_among(input.tool, usable.map(String::as_str))
-        })?;
-        self.claim_under(principal, contract, input).await
-    }
-
     /// The id a claim of `tool` under `key` by `principal` creates (the key scoped as a claim
     /// scopes it), for a caller that must address the operation without an answer to its
     /// claim.
@@ -115,66 +104,6 @@ impl Ledger {
             tool,
             &key,
         )))
-    }
-
-    /// Claims an operation of a tool whose contract the caller knows: the MCP gateway's
-    /// upstream tools get theirs from the config or, where it is silent, from their
-    /// annotations. The contract's terms enter the claim event, so nothing later needs it.
-    pub async fn claim_under(
-        &self,
-        principal: &Principal,
-        contract: &ToolContract,
-        input: ClaimInput<'_>,
-    ) -> Result<Claimed, LedgerError> {
-        let allowed = principal.may_use(input.tool);
-        if !allowed && !contract.is_recorded() {
-            return Err(LedgerError::ToolNotAllowed);
-        }
-        if !contract.is_recorded() {
-            return Ok(Claimed::NotRecorded);
-        }
-        let key = ClientKey::parse(input.key.ok_or(LedgerError::MissingKey)?)?;
-        input::visible_ascii("holder", input.holder, input::HOLDER_BYTES_MAX)?;
-        let parent = match input.parent {
-            Some(text) => Some(self.completed_parent(principal, text).await?),
-            None => None,
-        };
-        let upstream_ref = parent.as_ref().map(|(_, reference)| reference.as_str());
-        let scope = ScopedHash::of(&principal.id, input.tool, &key);
-        let intent = fingerprints::Intent {
-            spec: &contract.fingerprint,
-            request: input.request,
-            upstream_ref,
-        };
-        if !allowed {
-            return replay_without_grant(self.stored(scope).await?, intent);
-        }
-        let fingerprint = self.fingerprint_for(scope, intent).await?;
-        let parent_id = parent.as_ref().map(|(id, _)| *id);
-        let body = |fingerprint| {
-            EventBody::Claimed(Claim {
-                principal: principal.id.clone(),
-                tool: input.tool.to_owned(),
-                holder: input.holder.to_owned(),
-                fingerprint,
-                parent: parent_id,
-                terms: contract.terms(),
-            })
-        };
-        let started = Instant::now();
-        let answer = self
-            .submit_fingerprinted(scope, intent, fingerprint, body)
-            .await;
-        if let Some(metrics) = &self.metrics {
-            let seconds = started.elapsed().as_secs_f64();
-            let decision = match &answer {
-                Ok(a) => a.decision.code(),
-                Err(LedgerError::DecisionTimeout) => "decision_timeout",
-                Err(_) => "unavailable",
-            };
-            metrics.claim_latency(contract.class, decision, seconds);
-        }
-        Ok(Claimed::Decided(Box::new(answer?)))
     }
 
     /// The parent operation of a sub-key claim and its result reference, which enters the

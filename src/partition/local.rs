@@ -8,10 +8,10 @@ use super::ownership::Ownership;
 use super::replies::Replies;
 use super::{Answer, DueWork, History, Lookup, Partition, PartitionError};
 use crate::core::deadline::DeadlineKind;
-use crate::core::event::{self, Envelope, EventBody, OwnerChange, ReplyTo};
+use crate::core::event::{EventBody, OwnerChange};
 use crate::core::key::{OperationId, ScopedHash};
 use crate::core::operation::OperationRecord;
-use crate::log::model::{EventLog, NewRecord, partition_for};
+use crate::log::model::{EventLog, partition_for};
 use crate::projection::listing::{ListFilter, ListSlice};
 use crate::projection::{QueueSlice, SharedStore};
 use std::sync::Arc;
@@ -50,80 +50,6 @@ pub struct Shared<L> {
 }
 
 impl<L: EventLog> Shared<L> {
-    /// Appends one event to `partition` and returns the wait for its decision (bounded by
-    /// `wait`, if given). Only an owner calls this: for its callers, or to record its ownership.
-    async fn append(
-        &self,
-        partition: u32,
-        scope: ScopedHash,
-        body: EventBody,
-        wait: Option<Duration>,
-    ) -> Result<
-        impl std::future::Future<Output = Result<Answer, PartitionError>> + '_,
-        PartitionError,
-    > {
-        // What the fold would refuse must never become durable: it would stop the partition.
-        let own_event = matches!(body, EventBody::OwnerChanged(_));
-        let misrouted = partition_for(&scope.0, self.log.partition_count()) != partition
-            || own_event != (scope == ScopedHash::of_partition(partition));
-        if misrouted {
-            tracing::error!(partition, scope = %scope.prefix(), event = body.type_name(), "refused a misrouted event");
-            return Err(PartitionError::Misrouted { partition });
-        }
-        let (reply_to, decided) = self.replies.register();
-        // However the call ends — answered, failed, or dropped because the client went away —
-        // the pending entry goes (a no-op once the answer was delivered).
-        let pending = Pending {
-            replies: &self.replies,
-            to: reply_to,
-        };
-        let envelope = Envelope {
-            scope,
-            operation_id: OperationId::for_scope(&scope),
-            reply_to: Some(reply_to),
-            body,
-        };
-        let payload =
-            event::encode(&envelope).map_err(|e| PartitionError::Unavailable(e.to_string()))?;
-        // An event the decoder would refuse must never become durable, or it would stop its
-        // partition's arbiter.
-        if payload.len() > event::EVENT_BYTES_MAX {
-            return Err(PartitionError::EventTooLarge {
-                max: event::EVENT_BYTES_MAX,
-            });
-        }
-        let record = NewRecord {
-            key: scope.0,
-            payload,
-        };
-        let number = if own_event {
-            None
-        } else {
-            super::crash::before_append()
-        };
-        if let Err(e) = self.log.append(partition, vec![record]).await {
-            tracing::error!(partition, scope = %scope.prefix(), error = %e, "append failed");
-            return Err(PartitionError::Unavailable(e.to_string()));
-        }
-        if let Some(n) = number {
-            super::crash::after_append(n);
-        }
-        Ok(async move {
-            let _pending = pending;
-            let answer = match wait {
-                Some(wait) => tokio::time::timeout(wait, decided).await.ok(),
-                None => Some(decided.await),
-            };
-            match answer {
-                Some(Ok(answer)) => Ok(answer),
-                _ => {
-                    tracing::warn!(partition, scope = %scope.prefix(), "decision did not arrive in time");
-                    Err(PartitionError::DecisionTimeout)
-                }
-            }
-        })
-    }
-
     /// Records in the log that `owner` (this node) took `partition` over, and waits until its
     /// arbiter has applied it. Call once the arbiter has caught up and runs, before serving:
     /// from this event on, no lease granted earlier lapses before its full length has passed.
@@ -292,6 +218,32 @@ impl<L: EventLog> Partition for LocalPartition<L> {
         Box::pin(self.submit_now(scope, body))
     }
 
+    fn submit_many(
+        &self,
+        events: Vec<(ScopedHash, EventBody)>,
+    ) -> crate::BoxFuture<'_, Vec<Result<Answer, PartitionError>>> {
+        let partition = self.partition;
+        let each = move |n: usize, error: fn(u32) -> PartitionError| {
+            (0..n).map(|_| Err(error(partition))).collect()
+        };
+        Box::pin(async move {
+            let n = events.len();
+            if self.check_serving().is_err() {
+                return each(n, |partition| PartitionError::NotServing { partition });
+            }
+            let wait = self.shared.decision_wait;
+            // As for one event: if the arbiter stops, the events are durable and the new owner
+            // decides them; asking again gets the decisions.
+            tokio::select! {
+                biased;
+                answers = self.shared.append_many(partition, events, wait) => answers,
+                () = self.shared.ownership.stopped_serving(partition) => {
+                    each(n, |partition| PartitionError::Moved { partition })
+                }
+            }
+        })
+    }
+
     fn read(
         &self,
         lookup: Lookup,
@@ -335,18 +287,6 @@ impl<L: EventLog> Partition for LocalPartition<L> {
             .check_serving()
             .and_then(|()| Ok(self.shared.store.counts(self.partition)?));
         Box::pin(std::future::ready(counted))
-    }
-}
-
-/// Removes a caller's pending reply entry when its call ends, however it ends.
-struct Pending<'a> {
-    replies: &'a Replies,
-    to: ReplyTo,
-}
-
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        self.replies.cancel(self.to);
     }
 }
 

@@ -24,6 +24,7 @@
 //! request for a partition nobody serves is refused at once ([`PartitionError::NotServing`],
 //! retriable) and appends nothing.
 
+mod append;
 pub mod crash;
 pub mod fold;
 pub mod follower;
@@ -143,6 +144,21 @@ pub trait Partition: Send + Sync {
         scope: ScopedHash,
         body: EventBody,
     ) -> crate::BoxFuture<'_, Result<Answer, PartitionError>>;
+
+    /// Appends events about several operations of this partition and waits for each
+    /// decision: the answers, in order, each what [`Partition::submit`] would have answered.
+    /// The owner appends them together (one write and one flush); by default each is
+    /// submitted on its own, all at once.
+    fn submit_many(
+        &self,
+        events: Vec<(ScopedHash, EventBody)>,
+    ) -> crate::BoxFuture<'_, Vec<Result<Answer, PartitionError>>> {
+        Box::pin(futures_util::future::join_all(
+            events
+                .into_iter()
+                .map(|(scope, body)| self.submit(scope, body)),
+        ))
+    }
 
     /// The latest record of an operation of this partition (`None`: no such operation).
     fn read(

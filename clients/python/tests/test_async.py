@@ -13,8 +13,10 @@ from conftest import CHARGE, TOKEN_A, LogWatch, Server
 from opledger import (
     ApiError,
     AsyncClient,
+    Claim,
     Conflict,
     InProgressTimeout,
+    Intent,
     ManualResolution,
     OutcomeUnknown,
     Rejected,
@@ -227,3 +229,18 @@ def test_in_progress_waits_then_replays_and_is_bounded(
             assert (await holder).resource_ref == "ch-held"
 
     asyncio.run(scenario())
+
+
+def test_claim_many_async(server: Server, key: Callable[[str], str]) -> None:
+    async def main() -> None:
+        async with AsyncClient(server.base, TOKEN_A) as ledger:
+            results = await ledger.claim_many(
+                [
+                    Intent("payments.charge", key("async-many"), CHARGE, holder="w1"),
+                    Intent("payments.charge", "not a key", CHARGE, holder="w1"),
+                ]
+            )
+            assert isinstance(results[0], Claim) and results[0].decision == "execute"
+            assert isinstance(results[1], ApiError) and results[1].code == "invalid_key"
+
+    asyncio.run(main())

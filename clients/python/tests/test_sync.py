@@ -603,3 +603,28 @@ def test_an_operation_is_found_by_tool_and_key_and_an_operator_settles_it(client
     with pytest.raises(ApiError) as refused:
         client.compensate(claim.operation_id, "w2", {"reason": "undo"})
     assert refused.value.code == "no_compensation"
+
+
+def test_claim_many_answers_each_intent_as_a_claim_of_its_own(
+    client: Client, key: Callable[[str], str]
+) -> None:
+    first, second = key("many-1"), key("many-2")
+    results = client.claim_many(
+        [
+            opledger.Intent("payments.charge", first, CHARGE, holder="w1"),
+            opledger.Intent("payments.charge", "not a key", CHARGE, holder="w1"),
+            opledger.Intent("no.such.tool", second, {}, holder="w1"),
+            opledger.Intent("tickets.create", second, TICKET, holder="w1"),
+        ]
+    )
+    assert len(results) == 4
+    ok, bad_key, unknown, ticket = results
+    assert isinstance(ok, opledger.Claim) and ok.decision == "execute", ok
+    assert isinstance(bad_key, ApiError) and (bad_key.status, bad_key.code) == (400, "invalid_key")
+    assert isinstance(unknown, ApiError) and unknown.code == "unknown_tool"
+    assert isinstance(ticket, opledger.Claim) and ticket.decision == "execute"
+    # Sent again, the running one is in progress for another holder.
+    again = client.claim_many([opledger.Intent("payments.charge", first, CHARGE, holder="w2")])
+    assert isinstance(again[0], opledger.Claim) and again[0].decision == "in_progress", again
+    with pytest.raises(ValueError):
+        client.claim_many([])

@@ -38,7 +38,7 @@ from .errors import (
     TransportError,
     UnreportedOperation,
 )
-from .models import Claim, Failure, Lease, Operation, Rejection, Report, Result
+from .models import Claim, Failure, Intent, Lease, Operation, Rejection, Report, Result
 
 __all__ = [
     "__version__",
@@ -53,6 +53,7 @@ __all__ = [
     "Execution",
     "Failure",
     "InProgressTimeout",
+    "Intent",
     "KeyExpired",
     "Lease",
     "ManualResolution",

@@ -15,7 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote, urlencode
 
 from ._transport import Response, Transport
@@ -32,6 +32,7 @@ from .errors import (
 )
 from .models import (
     Claim,
+    Intent,
     Operation,
     Report,
     Result,
@@ -42,6 +43,9 @@ from .models import (
 )
 
 log = logging.getLogger("opledger")
+
+#: Most intents one batch carries (``Client.claim_many``).
+BATCH_INTENTS_MAX = 1000
 
 # Characters that may travel in an HTTP header value: visible ASCII, space and tab.
 _HEADER_SAFE = re.compile(r"^[\x20-\x7e\t]*$")
@@ -251,6 +255,40 @@ class Base:
         if parent is not None:
             body["parent"] = parent
         return self._call("POST", "/v1/operations", body, {"Idempotency-Key": key})
+
+    def _batch_call(self, intents: Sequence[Intent]) -> Call:
+        if not 1 <= len(intents) <= BATCH_INTENTS_MAX:
+            raise ValueError(f"a batch carries 1 to {BATCH_INTENTS_MAX} intents, not {len(intents)}")
+        body = []
+        for intent in intents:
+            check_header_value(intent.key, "key")
+            one: Dict[str, Any] = {
+                "key": intent.key,
+                "tool": intent.tool,
+                "holder": intent.holder or default_holder(),
+                "request": dict(intent.request),
+            }
+            if intent.parent is not None:
+                one["parent"] = intent.parent
+            body.append(one)
+        return self._call("POST", "/v1/operations/batch", {"intents": body})
+
+    @staticmethod
+    def _batch_of(call: Call, answer: Answer) -> List[Union[Claim, ApiError]]:
+        results = answer.body.get("results")
+        if not isinstance(results, list):
+            raise ApiError(answer.status, "unexpected", "a batch answer without results", False,
+                           method=call.method, path=call.path)
+        out: List[Union[Claim, ApiError]] = []
+        for result in results:
+            status = int(result.get("status", 0))
+            error = result.get("error")
+            if isinstance(error, dict):
+                out.append(ApiError(status, str(error.get("code", "")), str(error.get("message", "")),
+                                    error.get("retriable") is True, method=call.method, path=call.path))
+            else:
+                out.append(parse_claim(status, result))
+        return out
 
     def _complete_call(
         self,

@@ -14,13 +14,13 @@ import asyncio
 import contextlib
 import functools
 import inspect
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Mapping, Optional
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._core import Answer, Base, Call, KeySource, Waiter, default_holder, log, log_wait, op_path, settle
 from ._transport import TRANSPORT_ERRORS, Response
 from .client import ParentSource, RequestSource, _ExecutionState, as_result, call_inputs, status_of
-from .errors import DefiniteFailure, NotAccepted, OpledgerError, UnreportedOperation
-from .models import Claim, Operation, Report, Result
+from .errors import ApiError, DefiniteFailure, NotAccepted, OpledgerError, UnreportedOperation
+from .models import Claim, Intent, Operation, Report, Result
 
 __all__ = ["AsyncClient", "AsyncExecution"]
 
@@ -76,6 +76,10 @@ class AsyncClient(Base):
 
     async def get(self, operation_id: str) -> Operation:
         return self._operation_of(await self._send(self._call("GET", op_path(operation_id))))
+
+    async def claim_many(self, intents: Sequence[Intent]) -> List[Union[Claim, ApiError]]:
+        call = self._batch_call(intents)
+        return self._batch_of(call, await self._send(call))
 
     async def lookup(self, tool: str, key: str) -> Operation:
         return self._operation_of(await self._send(self._lookup_call(tool, key)))

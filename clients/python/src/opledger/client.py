@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from ._core import (
     Answer,
@@ -21,8 +21,8 @@ from ._core import (
     settle,
 )
 from ._transport import TRANSPORT_ERRORS
-from .errors import DefiniteFailure, NotAccepted, OpledgerError, UnreportedOperation
-from .models import Claim, Operation, Report, Result
+from .errors import ApiError, DefiniteFailure, NotAccepted, OpledgerError, UnreportedOperation
+from .models import Claim, Intent, Operation, Report, Result
 
 __all__ = ["Client", "Execution"]
 
@@ -60,6 +60,14 @@ class Client(Base):
         :class:`ApiError`.
         """
         return self._claim_of(self._send(self._claim_call(tool, key, request, holder, parent)))
+
+    def claim_many(self, intents: Sequence[Intent]) -> List[Union[Claim, ApiError]]:
+        """``POST /v1/operations/batch``: claim up to 1,000 intents in one request. One result
+        per intent, in order: the :class:`Claim` a claim of its own would have returned, or the
+        :class:`ApiError` it would have raised (returned here, not raised: one bad intent never
+        fails the others). Raises only when the batch itself is refused."""
+        call = self._batch_call(intents)
+        return self._batch_of(call, self._send(call))
 
     def complete(
         self,

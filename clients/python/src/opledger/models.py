@@ -223,3 +223,15 @@ def parse_claim(http_status: int, body: Mapping[str, Any]) -> Claim:
 
 def parse_report(body: Mapping[str, Any]) -> Report:
     return Report(**_operation_fields(body), decision=str(body.get("decision", "")))
+
+
+@dataclass(frozen=True)
+class Intent:
+    """One intent of a batch (:meth:`Client.claim_many`): what :meth:`Client.claim` takes.
+    ``holder`` defaults to the client's own (host and process)."""
+
+    tool: str
+    key: str = field(repr=False)
+    request: Mapping[str, Any] = field(repr=False)
+    holder: Optional[str] = None
+    parent: Optional[str] = None

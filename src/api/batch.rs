@@ -1,0 +1,90 @@
+//! `POST /v1/operations/batch`: many claims in one request. Each intent carries its own key,
+//! tool, holder, request and optional parent, and gets its own answer — exactly what a claim of
+//! its own would have answered, with that claim's HTTP status in `status` — in the order sent.
+//! One bad intent never fails the others, and a refused intent appends nothing; a retried batch
+//! gets the same answers (replays). The intents of one partition are appended together: one
+//! write and one flush for all of them.
+
+use super::ApiState;
+use super::claims::claimed_json;
+use super::error::ApiError;
+use super::request::{bounded_to, parse_json};
+use crate::ledger::{BATCH_INTENTS_MAX, ClaimInput};
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// A batch's body may be this many times `[limits] body_bytes_max` (1 MiB by default).
+pub const BATCH_BODY_FACTOR: usize = 16;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchBody {
+    intents: Vec<Intent>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Intent {
+    key: String,
+    tool: String,
+    holder: String,
+    #[serde(default)]
+    request: Value,
+    parent: Option<String>,
+}
+
+/// `POST /v1/operations/batch`.
+pub(super) async fn claim_batch(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let principal = super::request::agent(&state, &headers)?;
+    let max = state.body_bytes_max.saturating_mul(BATCH_BODY_FACTOR);
+    let batch: BatchBody = parse_json(&bounded_to(body, &state, max).await?)?;
+    if batch.intents.is_empty() || batch.intents.len() > BATCH_INTENTS_MAX {
+        return Err(ApiError::bad_request(
+            "invalid_batch",
+            format!(
+                "a batch carries 1 to {BATCH_INTENTS_MAX} intents; this one has {}",
+                batch.intents.len()
+            ),
+        ));
+    }
+    let inputs: Vec<ClaimInput<'_>> = batch
+        .intents
+        .iter()
+        .map(|i| ClaimInput {
+            tool: &i.tool,
+            key: Some(&i.key),
+            holder: &i.holder,
+            request: &i.request,
+            parent: i.parent.as_deref(),
+        })
+        .collect();
+    let answers = state.ledger.claim_many(&principal, &inputs).await;
+    let results: Vec<Value> = answers
+        .into_iter()
+        .map(|answer| {
+            let (status, mut body) = match answer {
+                Ok(claimed) => claimed_json(&principal, &claimed),
+                Err(refused) => {
+                    let error = ApiError::from(refused);
+                    (error.status, error.body())
+                }
+            };
+            body["status"] = json!(status.as_u16());
+            body
+        })
+        .collect();
+    Ok((
+        StatusCode::OK,
+        axum::Json(json!({ "count": results.len(), "results": results })),
+    )
+        .into_response())
+}

@@ -1,0 +1,178 @@
+//! Batch claims through the real binary: one request, one answer per intent in order — each
+//! what a claim of its own would have answered, with that claim's HTTP status — a refused
+//! intent appending nothing and failing nothing else, a retried batch answered from what the
+//! log holds, and the batch's bounds.
+
+mod common;
+
+use common::{Server, TOKEN_A, TOKEN_B};
+use serde_json::{Value, json};
+
+fn intent(key: &str, tool: &str, request: Value) -> Value {
+    json!({"key": key, "tool": tool, "holder": "w1", "request": request})
+}
+
+fn charge(amount: &str) -> Value {
+    json!({"amount": amount, "currency": "EUR", "customer": "c-1", "description": "order"})
+}
+
+async fn batch(server: &Server, token: &str, intents: Vec<Value>) -> (u16, Value) {
+    server
+        .post(token, "/v1/operations/batch", json!({ "intents": intents }))
+        .await
+}
+
+/// What each result says: its status and decision (or error code).
+fn outcomes(answer: &Value) -> Vec<(u64, String)> {
+    answer["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            let what = r["decision"]
+                .as_str()
+                .or_else(|| r["error"]["code"].as_str())
+                .unwrap_or("?");
+            (r["status"].as_u64().expect("a status"), what.to_owned())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_intent_of_a_batch_gets_the_answer_a_claim_of_its_own_would() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path());
+    // An earlier claim, for the conflict below.
+    let (s, _) = server
+        .claim(TOKEN_A, "b-conflict", common::charge("w1", "5.00", "c-1"))
+        .await;
+    assert_eq!(s, 201);
+    let intents = vec![
+        intent("b-1", "payments.charge", charge("1.00")),
+        intent("b-2", "tickets.create", json!({"title": "t"})),
+        intent("not a key!", "payments.charge", charge("1.00")),
+        intent("b-3", "no.such.tool", json!({})),
+        intent("b-4", "search.lookup", json!({"q": "x"})),
+        intent("b-conflict", "payments.charge", charge("6.00")),
+        intent("b-1", "payments.charge", charge("1.00")),
+        json!({"key": "b-5", "tool": "payments.charge", "holder": "bad holder", "request": charge("1.00")}),
+    ];
+    let (status, answer) = batch(&server, TOKEN_A, intents.clone()).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["count"], 8);
+    let got = outcomes(&answer);
+    let want: Vec<(u64, &str)> = vec![
+        (201, "execute"),
+        (201, "execute"),
+        (400, "invalid_key"),
+        (400, "unknown_tool"),
+        (200, "not_recorded"),
+        (422, "conflict"),
+        // The same key twice in one batch: the first executes, the second is told it is in
+        // progress (another claim by the same holder renews its lease: see the retry below).
+        (got[6].0, got[6].1.as_str()),
+        (400, "invalid_field"),
+    ];
+    let got_ref: Vec<(u64, &str)> = got.iter().map(|(s, d)| (*s, d.as_str())).collect();
+    assert_eq!(got_ref, want, "{answer}");
+    assert!(
+        ["execute", "in_progress"].contains(&got[6].1.as_str()),
+        "{answer}"
+    );
+    let first = &answer["results"][0];
+    assert_eq!(first["state"], "processing");
+    assert_eq!(answer["results"][6]["operation_id"], first["operation_id"]);
+
+    // Refused intents appended nothing: their keys name no operation.
+    for (key, tool) in [("b-3", "payments.charge"), ("b-5", "payments.charge")] {
+        let lookup = server
+            .raw()
+            .get(format!("{}/v1/operations/lookup?tool={tool}", server.base))
+            .bearer_auth(TOKEN_A)
+            .header("Idempotency-Key", key);
+        let (s, _) = common::send(lookup).await;
+        assert_eq!(s, 404, "{key}");
+    }
+
+    // The first completes; the batch sent again is answered from the log: a replay of it, the
+    // same refusals, the same conflict.
+    let id = first["operation_id"].as_str().expect("id");
+    server.complete(TOKEN_A, id, "w1", "ch-1").await;
+    let (_, again) = batch(&server, TOKEN_A, intents).await;
+    let again = outcomes(&again);
+    assert_eq!(again[0], (200, "replay".to_owned()));
+    assert_eq!(again[2..6], got[2..6]);
+    assert_eq!(again[6], (200, "replay".to_owned()));
+
+    // Authorisation is per intent: agent-b may charge but not send messages.
+    let (_, mixed) = batch(
+        &server,
+        TOKEN_B,
+        vec![
+            intent("bb-1", "payments.charge", charge("2.00")),
+            intent("bb-2", "messages.send", json!({"to": "+1", "text": "x"})),
+        ],
+    )
+    .await;
+    assert_eq!(
+        outcomes(&mixed),
+        vec![
+            (201, "execute".to_owned()),
+            (403, "tool_not_allowed".to_owned())
+        ]
+    );
+    server.stop();
+}
+
+#[tokio::test]
+async fn a_batch_outside_its_bounds_is_refused_whole_and_appends_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path());
+    let (status, body) = batch(&server, TOKEN_A, vec![]).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (400, json!("invalid_batch"))
+    );
+    // One more intent than a batch carries (small ones, to stay inside the body limit), and a
+    // body over the batch's limit.
+    let many: Vec<Value> = (0..1001)
+        .map(|i| json!({"key": format!("k{i}"), "tool": "t", "holder": "h"}))
+        .collect();
+    let (status, body) = batch(&server, TOKEN_A, many).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (400, json!("invalid_batch")),
+        "{body}"
+    );
+    let large: Vec<Value> = (0..1000)
+        .map(|i| intent(&format!("large-{i}"), "payments.charge", charge("1.00")))
+        .collect();
+    let (status, body) = batch(&server, TOKEN_A, large).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (413, json!("body_too_large")),
+        "{body}"
+    );
+    let (status, body) = server
+        .post(
+            TOKEN_A,
+            "/v1/operations/batch",
+            json!({"intents": [{"key": "x"}]}),
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (400, json!("invalid_body"))
+    );
+    // Not an agent: refused before anything is read.
+    let (status, _) = batch(
+        &server,
+        common::TOKEN_OPS,
+        vec![intent("o-1", "payments.charge", charge("1"))],
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (_, summary) = server.get(TOKEN_A, "/v1/summary").await;
+    assert_eq!(summary["total"], 0, "{summary}");
+    server.stop();
+}
