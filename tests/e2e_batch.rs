@@ -176,3 +176,202 @@ async fn a_batch_outside_its_bounds_is_refused_whole_and_appends_nothing() {
     assert_eq!(summary["total"], 0, "{summary}");
     server.stop();
 }
+
+/// `kill -9` while batches are in flight: every intent answered before the kill is there after
+/// the restart, and the same batches sent again are answered from what the log holds — the
+/// acknowledged intents with their operation (never a second executor), the others claimed
+/// once — with one execute per operation in the whole log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kill_9_during_batches_loses_no_acknowledged_decision() {
+    use std::sync::Arc;
+    const WORKERS: usize = 8;
+    const SIZE: usize = 50;
+    const ACKS_BEFORE_KILL: usize = 1_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Arc::new(Server::start(dir.path()));
+    let acked = Arc::new(std::sync::Mutex::new(Vec::<(String, String)>::new()));
+    let sent = Arc::new(std::sync::Mutex::new(Vec::<Vec<Value>>::new()));
+    let enough = Arc::new(tokio::sync::Notify::new());
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..WORKERS {
+        let (server, acked, sent, enough) =
+            (server.clone(), acked.clone(), sent.clone(), enough.clone());
+        tasks.spawn(async move {
+            for b in 0.. {
+                let intents: Vec<Value> = (0..SIZE)
+                    .map(|i| {
+                        intent(
+                            &format!("kb-{w}-{b}-{i}"),
+                            "payments.charge",
+                            charge("1.00"),
+                        )
+                    })
+                    .collect();
+                sent.lock().expect("lock").push(intents.clone());
+                let body = json!({ "intents": intents });
+                let Some((200, answer)) = server
+                    .try_post(TOKEN_A, "/v1/operations/batch", None, body)
+                    .await
+                else {
+                    return;
+                };
+                let mut a = acked.lock().expect("lock");
+                for (sent, result) in intents
+                    .iter()
+                    .zip(answer["results"].as_array().expect("results"))
+                {
+                    assert_eq!(result["decision"], "execute", "{result}");
+                    let id = result["operation_id"].as_str().expect("id").to_owned();
+                    a.push((sent["key"].as_str().expect("key").to_owned(), id));
+                }
+                if a.len() >= ACKS_BEFORE_KILL {
+                    enough.notify_one();
+                }
+            }
+        });
+    }
+    enough.notified().await;
+    server.kill9_shared();
+    while tasks.join_next().await.is_some() {}
+    let acknowledged = acked.lock().expect("lock").clone();
+    let batches = sent.lock().expect("lock").clone();
+    assert!(acknowledged.len() >= ACKS_BEFORE_KILL);
+
+    let server = Arc::into_inner(server).expect("sole owner");
+    let config = server.config.clone();
+    drop(server);
+    let server = Server::start_existing(dir.path(), &config);
+    let known: std::collections::HashMap<String, String> = acknowledged.into_iter().collect();
+    let mut keys = 0;
+    for intents in batches {
+        keys += intents.len();
+        // Sent again by another worker: a running operation is in progress, never executed twice.
+        let again: Vec<Value> = intents
+            .iter()
+            .map(|i| {
+                let mut i = i.clone();
+                i["holder"] = json!("w2");
+                i
+            })
+            .collect();
+        let (status, answer) = batch(&server, TOKEN_A, again).await;
+        assert_eq!(status, 200, "{answer}");
+        for (sent, result) in intents
+            .iter()
+            .zip(answer["results"].as_array().expect("results"))
+        {
+            let key = sent["key"].as_str().expect("key");
+            match known.get(key) {
+                // Acknowledged before the kill: the same operation, still running under w1.
+                Some(id) => {
+                    assert_eq!(result["operation_id"], id.as_str(), "{key}: {result}");
+                    assert_eq!(
+                        (result["decision"].as_str(), result["holder"].as_str()),
+                        (Some("in_progress"), Some("w1")),
+                        "{key}: {result}"
+                    );
+                }
+                // Not acknowledged: appended before the kill or not, it is one operation now.
+                None => assert!(
+                    ["execute", "in_progress"].contains(&result["decision"].as_str().unwrap_or("")),
+                    "{key}: {result}"
+                ),
+            }
+        }
+    }
+    let (_, summary) = server.get(TOKEN_A, "/v1/summary").await;
+    assert_eq!(
+        summary["total"], keys as u64,
+        "one operation per key: {summary}"
+    );
+    let audit = server.cli_json("audit");
+    let operations: u64 = audit["operations"]
+        .as_object()
+        .expect("map")
+        .values()
+        .map(|v| v.as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(
+        audit["decisions"]["execute"].as_u64(),
+        Some(operations),
+        "one execute per operation: {audit}"
+    );
+    server.stop();
+}
+
+/// `POST /v1/reports/batch`: an executor's reports, each answered as its own endpoint would
+/// answer it; a bad one refused alone; sent again, each is a repeat.
+#[tokio::test]
+async fn each_report_of_a_batch_is_answered_as_its_own_call_would_be() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path());
+    let intents: Vec<Value> = (0..4)
+        .map(|i| {
+            intent(
+                &format!("r-{i}"),
+                "payments.charge",
+                charge(&format!("{i}.00")),
+            )
+        })
+        .collect();
+    let (_, claimed) = batch(&server, TOKEN_A, intents).await;
+    let ids: Vec<String> = claimed["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["operation_id"].as_str().expect("id").to_owned())
+        .collect();
+    let (_, other) = server
+        .claim(TOKEN_B, "r-other", common::charge("w1", "1.00", "c"))
+        .await;
+    let others = other["operation_id"].as_str().expect("id");
+    let reports = json!({"reports": [
+        {"operation_id": ids[0], "report": "complete", "holder": "w1", "result": {"resource_ref": "ch-0", "status": 201}},
+        {"operation_id": ids[1], "report": "fail", "holder": "w1", "kind": "definite", "code": "card_declined"},
+        {"operation_id": ids[2], "report": "heartbeat", "holder": "w1"},
+        {"operation_id": ids[3], "report": "complete", "holder": "w1"},
+        {"operation_id": ids[3], "report": "unknown", "holder": "someone-else"},
+        {"operation_id": "not-an-id", "report": "heartbeat", "holder": "w1"},
+        {"operation_id": others, "report": "heartbeat", "holder": "w1"},
+        {"operation_id": ids[2], "report": "shrug", "holder": "w1"}
+    ]});
+    let (status, answer) = server
+        .post(TOKEN_A, "/v1/reports/batch", reports.clone())
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let got = outcomes(&answer);
+    let want = [
+        (200, "accepted"),
+        (200, "accepted"),
+        (200, "accepted"),
+        (400, "invalid_body"),
+        (409, "rejected"),
+        (404, "not_found"),
+        (404, "not_found"),
+        (400, "invalid_body"),
+    ];
+    let got: Vec<(u64, &str)> = got.iter().map(|(s, d)| (*s, d.as_str())).collect();
+    assert_eq!(got, want, "{answer}");
+    assert_eq!(answer["results"][0]["state"], "completed");
+    assert_eq!(answer["results"][1]["state"], "failed");
+    assert_eq!(answer["results"][2]["state"], "processing");
+    // Sent again: the settled ones repeat (nothing new), the refusals are the same.
+    let (_, again) = server.post(TOKEN_A, "/v1/reports/batch", reports).await;
+    let again = outcomes(&again);
+    assert_eq!(again[3..], outcomes(&answer)[3..]);
+    for i in [0, 1] {
+        assert!(again[i].0 == 200, "{again:?}");
+    }
+    let (_, first) = server
+        .get(TOKEN_A, &format!("/v1/operations/{}", ids[0]))
+        .await;
+    assert_eq!(first["result"]["resource_ref"], "ch-0");
+    let (status, body) = server
+        .post(TOKEN_A, "/v1/reports/batch", json!({"reports": []}))
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (400, json!("invalid_batch"))
+    );
+    server.stop();
+}

@@ -1,4 +1,5 @@
-//! `POST /v1/operations/batch`: many claims in one request. Each intent carries its own key,
+//! `POST /v1/operations/batch` and `POST /v1/reports/batch`: many claims, or many reports, in
+//! one request. Each intent carries its own key,
 //! tool, holder, request and optional parent, and gets its own answer — exactly what a claim of
 //! its own would have answered, with that claim's HTTP status in `status` — in the order sent.
 //! One bad intent never fails the others, and a refused intent appends nothing; a retried batch
@@ -6,6 +7,7 @@
 //! write and one flush for all of them.
 
 use super::ApiState;
+use super::answer::answer_json;
 use super::claims::claimed_json;
 use super::error::ApiError;
 use super::request::{bounded_to, parse_json};
@@ -38,6 +40,80 @@ struct Intent {
     parent: Option<String>,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReportsBody {
+    reports: Vec<Value>,
+}
+
+/// Refuses a batch of no items or too many.
+fn bounded_count(count: usize, what: &str) -> Result<(), ApiError> {
+    if count == 0 || count > BATCH_INTENTS_MAX {
+        return Err(ApiError::bad_request(
+            "invalid_batch",
+            format!("a batch carries 1 to {BATCH_INTENTS_MAX} {what}; this one has {count}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A batch's result: its answer as its own call would have it, with that call's status.
+fn result_json(status: StatusCode, mut body: Value) -> Value {
+    body["status"] = json!(status.as_u16());
+    body
+}
+
+fn answered(results: Vec<Value>) -> Response {
+    (
+        StatusCode::OK,
+        axum::Json(json!({ "count": results.len(), "results": results })),
+    )
+        .into_response()
+}
+
+/// `POST /v1/reports/batch`: an executor's reports (heartbeat, unknown, complete, fail) on its
+/// operations, each answered as its own endpoint would answer it.
+pub(super) async fn report_batch(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let principal = super::request::agent(&state, &headers)?;
+    let max = state.body_bytes_max.saturating_mul(BATCH_BODY_FACTOR);
+    let batch: ReportsBody = parse_json(&bounded_to(body, &state, max).await?)?;
+    bounded_count(batch.reports.len(), "reports")?;
+    let mut results: Vec<Option<Value>> = Vec::new();
+    let mut inputs = Vec::new();
+    let mut places = Vec::new();
+    for (i, item) in batch.reports.into_iter().enumerate() {
+        results.push(None);
+        match super::reports::batch_item(item) {
+            Ok(input) => {
+                inputs.push(input);
+                places.push(i);
+            }
+            Err(refused) => results[i] = Some(result_json(refused.status, refused.body())),
+        }
+    }
+    let answers = state.ledger.report_many(&principal, inputs).await;
+    for (i, answer) in places.into_iter().zip(answers) {
+        let (status, body) = match answer {
+            Ok(answer) => answer_json(&principal, &answer),
+            Err(refused) => {
+                let error = ApiError::from(refused);
+                (error.status, error.body())
+            }
+        };
+        results[i] = Some(result_json(status, body));
+    }
+    Ok(answered(
+        results
+            .into_iter()
+            .map(|r| r.expect("every report answered"))
+            .collect(),
+    ))
+}
+
 /// `POST /v1/operations/batch`.
 pub(super) async fn claim_batch(
     State(state): State<Arc<ApiState>>,
@@ -47,15 +123,7 @@ pub(super) async fn claim_batch(
     let principal = super::request::agent(&state, &headers)?;
     let max = state.body_bytes_max.saturating_mul(BATCH_BODY_FACTOR);
     let batch: BatchBody = parse_json(&bounded_to(body, &state, max).await?)?;
-    if batch.intents.is_empty() || batch.intents.len() > BATCH_INTENTS_MAX {
-        return Err(ApiError::bad_request(
-            "invalid_batch",
-            format!(
-                "a batch carries 1 to {BATCH_INTENTS_MAX} intents; this one has {}",
-                batch.intents.len()
-            ),
-        ));
-    }
+    bounded_count(batch.intents.len(), "intents")?;
     let inputs: Vec<ClaimInput<'_>> = batch
         .intents
         .iter()
@@ -71,20 +139,15 @@ pub(super) async fn claim_batch(
     let results: Vec<Value> = answers
         .into_iter()
         .map(|answer| {
-            let (status, mut body) = match answer {
+            let (status, body) = match answer {
                 Ok(claimed) => claimed_json(&principal, &claimed),
                 Err(refused) => {
                     let error = ApiError::from(refused);
                     (error.status, error.body())
                 }
             };
-            body["status"] = json!(status.as_u16());
-            body
+            result_json(status, body)
         })
         .collect();
-    Ok((
-        StatusCode::OK,
-        axum::Json(json!({ "count": results.len(), "results": results })),
-    )
-        .into_response())
+    Ok(answered(results))
 }

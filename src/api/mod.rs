@@ -78,6 +78,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/operations", post(claim).get(listing::list))
         .route("/v1/operations/lookup", get(lookup))
         .route("/v1/operations/batch", post(batch::claim_batch))
+        .route("/v1/reports/batch", post(batch::report_batch))
         .route("/v1/operations/{id}", get(read))
         .route("/v1/operations/{id}/history", get(history::history))
         .route("/v1/operations/{id}/heartbeat", post(heartbeat))

@@ -147,3 +147,72 @@ pub(super) async fn fail(
     let r = Report::Fail { kind, code: b.code };
     report(&state, &principal, &id, &b.holder, b.expected_version, r).await
 }
+
+/// One report of a batch, `{"operation_id", "report": "heartbeat" | "unknown" | "complete" |
+/// "fail", …that report's own fields}`, as the ledger takes it. Refused alone, as the report's
+/// own endpoint would refuse it.
+pub(super) fn batch_item(
+    mut item: serde_json::Value,
+) -> Result<crate::ledger::ReportInput, ApiError> {
+    use super::request::parse_json;
+    let fields = item.as_object_mut().ok_or_else(|| {
+        ApiError::bad_request("invalid_body", "each report is an object (line 1 column 1)")
+    })?;
+    let take = |fields: &mut serde_json::Map<String, serde_json::Value>, name: &str| match fields
+        .remove(name)
+    {
+        Some(serde_json::Value::String(text)) => Ok(text),
+        _ => Err(ApiError::bad_request(
+            "invalid_body",
+            format!("the field `{name}` is missing or not text"),
+        )),
+    };
+    let id = take(fields, "operation_id")?;
+    let kind = take(fields, "report")?;
+    let rest = serde_json::to_vec(fields).expect("JSON serialises");
+    let (holder, expected_version, report) = match kind.as_str() {
+        "heartbeat" | "unknown" => {
+            let b: HolderBody = parse_json(&rest)?;
+            let report = if kind == "heartbeat" {
+                Report::Heartbeat
+            } else {
+                Report::Unknown
+            };
+            (b.holder, b.expected_version, report)
+        }
+        "complete" => {
+            let b: CompleteBody = parse_json(&rest)?;
+            let result = BusinessResult {
+                resource_ref: b.result.resource_ref,
+                status: b.result.status,
+                headers: b.result.headers,
+                body: None,
+            };
+            (b.holder, b.expected_version, Report::Complete(result))
+        }
+        "fail" => {
+            let b: FailBody = parse_json(&rest)?;
+            let kind = match b.kind {
+                FailKindBody::Definite => FailureKind::Definite,
+                FailKindBody::NotAccepted => FailureKind::NotAccepted,
+            };
+            let report = Report::Fail { kind, code: b.code };
+            (b.holder, b.expected_version, report)
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                "invalid_body",
+                "`report` is one of heartbeat, unknown, complete, fail",
+            ));
+        }
+    };
+    // Text that is not an id names no operation: 404, as on the report's own endpoint.
+    let id =
+        crate::core::key::OperationId::parse(&id).ok_or(crate::ledger::LedgerError::NotFound)?;
+    Ok(crate::ledger::ReportInput {
+        id,
+        holder,
+        expected_version,
+        report,
+    })
+}

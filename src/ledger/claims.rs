@@ -13,7 +13,6 @@ use crate::core::fingerprint::Fingerprint;
 use crate::core::input;
 use crate::core::key::{ClientKey, ScopedHash};
 use crate::partition::Answer;
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// Most intents one batch carries.
@@ -82,26 +81,35 @@ impl Ledger {
         }))
         .await;
         let mut answers: Vec<Option<Result<Claimed, LedgerError>>> = Vec::new();
-        let mut by_partition: BTreeMap<u32, Vec<(usize, Box<Ready<'_>>)>> = BTreeMap::new();
+        let mut ready: Vec<Option<Box<Ready<'_>>>> = Vec::new();
+        let mut events = Vec::new();
         for (i, checked) in checked.into_iter().enumerate() {
             answers.push(None);
+            ready.push(None);
             match checked {
                 Ok(Checked::Answered(claimed)) => answers[i] = Some(Ok(claimed)),
-                Ok(Checked::Submit(ready)) => by_partition
-                    .entry(self.router.of_scope(&ready.scope))
-                    .or_default()
-                    .push((i, ready)),
+                Ok(Checked::Submit(r)) => {
+                    events.push((i, r.scope, r.body(r.fingerprint.clone())));
+                    ready[i] = Some(r);
+                }
                 Err(refused) => answers[i] = Some(Err(refused)),
             }
         }
-        let decided = futures_util::future::join_all(
-            by_partition
-                .into_iter()
-                .map(|(partition, ready)| self.submit_to(partition, ready)),
-        )
-        .await;
-        for (i, ready, answer) in decided.into_iter().flatten() {
-            self.observe(ready.contract, started, &answer);
+        for (i, answer) in self.submit_grouped(events).await {
+            let r = ready[i].as_ref().expect("a submitted claim");
+            // A conflict with an operation of other fingerprint rules is asked once more
+            // under those, as a claim of its own would be.
+            let answer = match answer {
+                Ok(answer) => match fingerprints::stored_rules(&answer, r.fingerprint.version) {
+                    Some(stored) => match r.intent().under(stored) {
+                        Ok(f) => self.submit(r.scope, r.body(f)).await,
+                        Err(e) => Err(e),
+                    },
+                    None => Ok(answer),
+                },
+                Err(e) => Err(e),
+            };
+            self.observe(r.contract, started, &answer);
             answers[i] = Some(answer.map(|a| Claimed::Decided(Box::new(a))));
         }
         answers
@@ -193,51 +201,6 @@ impl Ledger {
             fingerprint,
             claim,
         })))
-    }
-
-    /// Submits the claims of one partition together; each answer with its index.
-    async fn submit_to<'a>(
-        &self,
-        partition: u32,
-        ready: Vec<(usize, Box<Ready<'a>>)>,
-    ) -> Vec<(usize, Box<Ready<'a>>, Result<Answer, LedgerError>)> {
-        let Ok(service) = self.router.partition(partition) else {
-            // Each intent gets the router's refusal as a claim of its own would.
-            return ready
-                .into_iter()
-                .map(|(i, r)| {
-                    let refused = self.router.partition(partition).err().map_or(
-                        LedgerError::from(crate::partition::PartitionError::NotServing {
-                            partition,
-                        }),
-                        LedgerError::from,
-                    );
-                    (i, r, Err(refused))
-                })
-                .collect();
-        };
-        let events = ready
-            .iter()
-            .map(|(_, r)| (r.scope, r.body(r.fingerprint.clone())))
-            .collect();
-        let answers = service.submit_many(events).await;
-        let mut out = Vec::with_capacity(ready.len());
-        for ((i, r), answer) in ready.into_iter().zip(answers) {
-            // A conflict with an operation of other fingerprint rules is asked once more
-            // under those, as a claim of its own would be.
-            let answer = match answer {
-                Ok(answer) => match fingerprints::stored_rules(&answer, r.fingerprint.version) {
-                    Some(stored) => match r.intent().under(stored) {
-                        Ok(f) => self.submit(r.scope, r.body(f)).await,
-                        Err(e) => Err(e),
-                    },
-                    None => Ok(answer),
-                },
-                Err(e) => Err(e.into()),
-            };
-            out.push((i, r, answer));
-        }
-        out
     }
 
     /// Records a claim's latency.

@@ -7,6 +7,7 @@
 //! before anything is appended, so it leaves no trace in the log. Nothing here holds a lock
 //! across an await.
 
+mod batch;
 mod claims;
 mod compensate;
 mod error;
@@ -14,27 +15,27 @@ mod fingerprints;
 mod listing;
 mod lookup;
 mod operate;
+mod reports;
 mod requests;
 mod summary;
 
 pub use claims::BATCH_INTENTS_MAX;
 pub use error::LedgerError;
 pub use listing::LIST_LIMIT_MAX;
+pub use reports::ReportInput;
 pub use requests::{ClaimInput, Claimed, OperatorCommand, Report};
 
 use crate::cluster::router::Router;
 use crate::config::Principal;
 use crate::core::contract::ToolContract;
 use crate::core::decision::Decision;
-use crate::core::event::{Completion, EventBody, Failure, Transition};
-use crate::core::input;
+use crate::core::event::EventBody;
 use crate::core::key::{ClientKey, OperationId, ScopedHash};
 use crate::core::operation::{OpState, OperationRecord};
 use crate::metrics::Metrics;
 use crate::partition::history::HISTORY_EVENTS_MAX;
 use crate::partition::{Answer, DueWork, History, Lookup};
 use crate::status::SharedStatusClient;
-use requests::check_result;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,37 +123,6 @@ impl Ledger {
             OpState::Completed { result } => Ok((id, result.resource_ref)),
             _ => Err(LedgerError::ParentNotCompleted),
         }
-    }
-
-    /// Reports on an operation as its executor.
-    pub async fn report(
-        &self,
-        principal: &Principal,
-        id: OperationId,
-        holder: &str,
-        expected_version: Option<u64>,
-        report: Report,
-    ) -> Result<Answer, LedgerError> {
-        input::visible_ascii("holder", holder, input::HOLDER_BYTES_MAX)?;
-        match &report {
-            Report::Complete(result) => check_result(result)?,
-            Report::Fail { code, .. } => input::visible_ascii("code", code, input::CODE_BYTES_MAX)?,
-            Report::Heartbeat | Report::Unknown => {}
-        }
-        // No grant check here: a report records what already happened (a revoked grant
-        // restricts what a principal may start or see, not the facts its executors report).
-        let record = self.owned(principal, id).await?;
-        let by = Transition {
-            holder: holder.to_owned(),
-            expected_version,
-        };
-        let body = match report {
-            Report::Heartbeat => EventBody::Heartbeat(by),
-            Report::Complete(result) => EventBody::Completed(Completion { by, result }),
-            Report::Fail { kind, code } => EventBody::Failed(Failure { by, kind, code }),
-            Report::Unknown => EventBody::UnknownReported(by),
-        };
-        self.submit(record.scope, body).await
     }
 
     /// Appends an event about the operation with `scope` on behalf of a consumer (recovery,
