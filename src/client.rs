@@ -212,6 +212,36 @@ impl Client {
         Ok(results.iter().map(result_of).collect())
     }
 
+    /// Reports on many operations in one request (at most 1,000; each `(id, holder, outcome)`):
+    /// one result per report, in order, each what [`report`](Self::report) would have
+    /// answered it alone.
+    pub async fn report_many(
+        &self,
+        reports: &[(&str, &str, Outcome<'_>)],
+    ) -> Result<Vec<Result<Answer, ClientError>>, ClientError> {
+        let items: Vec<Value> = reports
+            .iter()
+            .map(|(id, holder, outcome)| {
+                let (kind, mut body) = report_body(holder, *outcome);
+                body["operation_id"] = json!(id);
+                body["report"] = json!(kind);
+                body
+            })
+            .collect();
+        let request = self
+            .http
+            .post(format!("{}/v1/reports/batch", self.base))
+            .json(&json!({ "reports": items }));
+        let (_, value) = self.exchange(request).await?;
+        let results = value["results"]
+            .as_array()
+            .filter(|r| r.len() == reports.len())
+            .ok_or_else(|| {
+                ClientError::Unexpected("a batch answer without one result per report".into())
+            })?;
+        Ok(results.iter().map(result_of).collect())
+    }
+
     /// Reports what happened to operation `id` as its holder.
     pub async fn report(
         &self,
@@ -219,20 +249,7 @@ impl Client {
         holder: &str,
         outcome: Outcome<'_>,
     ) -> Result<Answer, ClientError> {
-        let (path, body) = match outcome {
-            Outcome::Complete {
-                resource_ref,
-                status,
-            } => (
-                "complete",
-                json!({"holder": holder, "result": {"resource_ref": resource_ref, "status": status}}),
-            ),
-            Outcome::Fail { not_accepted, code } => (
-                "fail",
-                json!({"holder": holder, "kind": if not_accepted { "not_accepted" } else { "definite" }, "code": code}),
-            ),
-            Outcome::Unknown => ("unknown", json!({ "holder": holder })),
-        };
+        let (path, body) = report_body(holder, outcome);
         let request = self
             .http
             .post(format!("{}/v1/operations/{id}/{path}", self.base))
@@ -297,6 +314,24 @@ impl Client {
             )));
         }
         Ok((status, value))
+    }
+}
+
+/// A report's endpoint (`complete`, `fail`, `unknown`) and its body.
+fn report_body(holder: &str, outcome: Outcome<'_>) -> (&'static str, Value) {
+    match outcome {
+        Outcome::Complete {
+            resource_ref,
+            status,
+        } => (
+            "complete",
+            json!({"holder": holder, "result": {"resource_ref": resource_ref, "status": status}}),
+        ),
+        Outcome::Fail { not_accepted, code } => (
+            "fail",
+            json!({"holder": holder, "kind": if not_accepted { "not_accepted" } else { "definite" }, "code": code}),
+        ),
+        Outcome::Unknown => ("unknown", json!({ "holder": holder })),
     }
 }
 

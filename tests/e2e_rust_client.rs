@@ -130,5 +130,37 @@ async fn claim_many_types_each_result_of_a_batch() {
         ledger.claim_many(&[]).await,
         Err(ClientError::Refused { status: 400, .. })
     ));
+    // Reports in a batch: each answered as its own call would be.
+    let ids: Vec<String> = [&results[0], &results[2]]
+        .iter()
+        .map(|r| match r {
+            Ok(Answer::Execute(op)) => op.operation_id.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let done = Outcome::Complete {
+        resource_ref: "ch-many",
+        status: 201,
+    };
+    let reports = ledger
+        .report_many(&[
+            (&ids[0], "w1", done),
+            (&ids[1], "someone-else", Outcome::Unknown),
+            ("not-an-id", "w1", Outcome::Unknown),
+        ])
+        .await
+        .expect("a batch answer");
+    assert!(
+        matches!(&reports[0], Ok(Answer::Accepted(op)) if op.state == "completed"),
+        "{reports:?}"
+    );
+    assert!(
+        matches!(&reports[1], Ok(Answer::Rejected(..))),
+        "{reports:?}"
+    );
+    assert!(
+        matches!(&reports[2], Err(ClientError::Refused { status: 404, .. })),
+        "{reports:?}"
+    );
     server.stop();
 }

@@ -628,3 +628,26 @@ def test_claim_many_answers_each_intent_as_a_claim_of_its_own(
     assert isinstance(again[0], opledger.Claim) and again[0].decision == "in_progress", again
     with pytest.raises(ValueError):
         client.claim_many([])
+
+
+def test_report_many_answers_each_report_as_its_own_call(
+    client: Client, key: Callable[[str], str]
+) -> None:
+    claimed = client.claim_many(
+        [opledger.Intent("payments.charge", key(f"rep-{i}"), CHARGE, holder="w1") for i in range(3)]
+    )
+    ids = [c.operation_id for c in claimed if isinstance(c, opledger.Claim)]
+    assert len(ids) == 3
+    results = client.report_many(
+        [
+            opledger.ReportIntent(ids[0], "complete", "w1", result=Result("ch-rep", 201)),
+            opledger.ReportIntent(ids[1], "fail", "w1", kind="definite", code="card_declined"),
+            opledger.ReportIntent(ids[2], "unknown", "someone-else"),
+        ]
+    )
+    done, failed, refused = results
+    assert isinstance(done, opledger.Report) and done.state == "completed", done
+    assert isinstance(failed, opledger.Report) and failed.state == "failed", failed
+    assert isinstance(refused, Rejected), refused
+    with pytest.raises(ValueError):
+        client.report_many([opledger.ReportIntent(ids[0], "complete", "w1")])

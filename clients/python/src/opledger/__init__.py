@@ -38,7 +38,7 @@ from .errors import (
     TransportError,
     UnreportedOperation,
 )
-from .models import Claim, Failure, Intent, Lease, Operation, Rejection, Report, Result
+from .models import Claim, Failure, Intent, Lease, Operation, Rejection, Report, ReportIntent, Result
 
 __all__ = [
     "__version__",
@@ -65,6 +65,7 @@ __all__ = [
     "Rejected",
     "Rejection",
     "Report",
+    "ReportIntent",
     "Result",
     "ResultWithheld",
     "TransportError",

@@ -25,6 +25,7 @@ from .errors import (
     DefiniteFailure,
     InProgressTimeout,
     NotRecorded,
+    OpledgerError,
     Rejected,
     ResultWithheld,
     TransportError,
@@ -33,6 +34,7 @@ from .errors import (
 from .models import (
     Claim,
     Intent,
+    ReportIntent,
     Operation,
     Report,
     Result,
@@ -288,6 +290,49 @@ class Base:
                                     error.get("retriable") is True, method=call.method, path=call.path))
             else:
                 out.append(parse_claim(status, result))
+        return out
+
+    def _reports_call(self, reports: Sequence[ReportIntent]) -> Call:
+        if not 1 <= len(reports) <= BATCH_INTENTS_MAX:
+            raise ValueError(f"a batch carries 1 to {BATCH_INTENTS_MAX} reports, not {len(reports)}")
+        body = []
+        for r in reports:
+            if r.report not in ("complete", "fail", "unknown", "heartbeat"):
+                raise ValueError('report is "complete", "fail", "unknown" or "heartbeat"')
+            one: Dict[str, Any] = {"operation_id": r.operation_id, "report": r.report, "holder": r.holder}
+            if r.report == "complete":
+                if r.result is None or r.result.status is None:
+                    raise ValueError("a complete report needs a result with its status")
+                found: Dict[str, Any] = {"resource_ref": r.result.resource_ref, "status": r.result.status}
+                if r.result.headers:
+                    found["headers"] = dict(r.result.headers)
+                one["result"] = found
+            if r.report == "fail":
+                if r.kind not in ("definite", "not_accepted") or not r.code:
+                    raise ValueError('a fail report needs kind "definite" or "not_accepted" and a code')
+                one["kind"], one["code"] = r.kind, r.code
+            if r.expected_version is not None:
+                one["expected_version"] = r.expected_version
+            body.append(one)
+        return self._call("POST", "/v1/reports/batch", {"reports": body})
+
+    def _reports_of(self, call: Call, answer: Answer) -> List[Union[Report, OpledgerError]]:
+        results = answer.body.get("results")
+        if not isinstance(results, list):
+            raise ApiError(answer.status, "unexpected", "a batch answer without results", False,
+                           method=call.method, path=call.path)
+        out: List[Union[Report, OpledgerError]] = []
+        for result in results:
+            status = int(result.get("status", 0))
+            error = result.get("error")
+            if isinstance(error, dict):
+                out.append(ApiError(status, str(error.get("code", "")), str(error.get("message", "")),
+                                    error.get("retriable") is True, method=call.method, path=call.path))
+                continue
+            try:
+                out.append(self._report_of(call, Answer(status, result)))
+            except OpledgerError as refused:
+                out.append(refused)
         return out
 
     def _complete_call(

@@ -20,7 +20,7 @@ from ._core import Answer, Base, Call, KeySource, Waiter, default_holder, log, l
 from ._transport import TRANSPORT_ERRORS, Response
 from .client import ParentSource, RequestSource, _ExecutionState, as_result, call_inputs, status_of
 from .errors import ApiError, DefiniteFailure, NotAccepted, OpledgerError, UnreportedOperation
-from .models import Claim, Intent, Operation, Report, Result
+from .models import Claim, Intent, Operation, Report, ReportIntent, Result
 
 __all__ = ["AsyncClient", "AsyncExecution"]
 
@@ -80,6 +80,10 @@ class AsyncClient(Base):
     async def claim_many(self, intents: Sequence[Intent]) -> List[Union[Claim, ApiError]]:
         call = self._batch_call(intents)
         return self._batch_of(call, await self._send(call))
+
+    async def report_many(self, reports: Sequence[ReportIntent]) -> List[Union[Report, OpledgerError]]:
+        call = self._reports_call(reports)
+        return self._reports_of(call, await self._send(call))
 
     async def lookup(self, tool: str, key: str) -> Operation:
         return self._operation_of(await self._send(self._lookup_call(tool, key)))

@@ -22,7 +22,7 @@ from ._core import (
 )
 from ._transport import TRANSPORT_ERRORS
 from .errors import ApiError, DefiniteFailure, NotAccepted, OpledgerError, UnreportedOperation
-from .models import Claim, Intent, Operation, Report, Result
+from .models import Claim, Intent, Operation, Report, ReportIntent, Result
 
 __all__ = ["Client", "Execution"]
 
@@ -68,6 +68,13 @@ class Client(Base):
         fails the others). Raises only when the batch itself is refused."""
         call = self._batch_call(intents)
         return self._batch_of(call, self._send(call))
+
+    def report_many(self, reports: Sequence[ReportIntent]) -> List[Union[Report, OpledgerError]]:
+        """``POST /v1/reports/batch``: up to 1,000 reports in one request. One result per
+        report, in order: the :class:`Report` its own call would have returned, or the error
+        it would have raised (:class:`Rejected`, :class:`ApiError`), returned in its place."""
+        call = self._reports_call(reports)
+        return self._reports_of(call, self._send(call))
 
     def complete(
         self,

@@ -235,3 +235,17 @@ class Intent:
     request: Mapping[str, Any] = field(repr=False)
     holder: Optional[str] = None
     parent: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ReportIntent:
+    """One report of a batch (:meth:`Client.report_many`): ``report`` is ``"complete"`` (with
+    ``result``), ``"fail"`` (with ``kind`` and ``code``), ``"unknown"`` or ``"heartbeat"``."""
+
+    operation_id: str
+    report: str
+    holder: str
+    result: Optional["Result"] = None
+    kind: Optional[str] = None
+    code: Optional[str] = None
+    expected_version: Optional[int] = None
