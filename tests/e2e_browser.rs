@@ -12,27 +12,6 @@ use common::{Server, TOKEN_A, TOKEN_B, TOKEN_OPS};
 use serde_json::{Value, json};
 use std::process::Command;
 
-/// An operation waiting for a person: a message whose outcome its executor does not know.
-async fn planted(server: &Server, key: &str) -> String {
-    let (_, c) = server
-        .claim(
-            TOKEN_A,
-            key,
-            json!({"tool": "messages.send", "holder": "w1", "request": {"to": "+1555", "text": key}}),
-        )
-        .await;
-    let id = c["operation_id"].as_str().expect("id").to_owned();
-    let (_, b) = server
-        .post(
-            TOKEN_A,
-            &format!("/v1/operations/{id}/unknown"),
-            json!({"holder": "w1"}),
-        )
-        .await;
-    assert_eq!(b["state"], "manual", "{b}");
-    id
-}
-
 /// The venv's python, chromium and axe-core, from `scripts/browser`.
 fn browser_tools() -> (String, String, String) {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -69,8 +48,8 @@ async fn an_operator_settles_a_case_in_the_console() {
     let (python, chromium, axe) = browser_tools();
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(dir.path());
-    let resolve = planted(&server, "browser-1").await;
-    let bulk = planted(&server, "browser-2").await;
+    let resolve = server.waiting_for_a_person("browser-1").await;
+    let bulk = server.waiting_for_a_person("browser-2").await;
     let root = env!("CARGO_MANIFEST_DIR");
     let shots = format!("{root}/target/browser-screenshots");
     let _ = std::fs::remove_dir_all(&shots);

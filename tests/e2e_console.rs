@@ -20,27 +20,6 @@ fn viewer_config() -> String {
     )
 }
 
-/// An operation waiting for a person: a message whose outcome its executor does not know.
-async fn planted(server: &Server, key: &str) -> String {
-    let (_, c) = server
-        .claim(
-            TOKEN_A,
-            key,
-            json!({"tool": "messages.send", "holder": "w1", "request": {"to": "+1555", "text": "hi"}}),
-        )
-        .await;
-    let id = c["operation_id"].as_str().expect("id").to_owned();
-    let (_, b) = server
-        .post(
-            TOKEN_A,
-            &format!("/v1/operations/{id}/unknown"),
-            json!({"holder": "w1"}),
-        )
-        .await;
-    assert_eq!(b["state"], "manual", "{b}");
-    id
-}
-
 /// Signs in with `token`: the status, the answer and the headers.
 async fn sign_in(server: &Server, token: &str, console: bool) -> (u16, Value, HeaderMap) {
     let mut req = server
@@ -155,7 +134,7 @@ async fn the_page_and_its_files_forbid_framing_and_foreign_scripts() {
 async fn an_operator_signs_in_acts_through_the_session_and_signs_out() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start_with(dir.path(), &viewer_config(), &[]);
-    let id = planted(&server, "console-1").await;
+    let id = server.waiting_for_a_person("console-1").await;
     let history_path = format!("/v1/operations/{id}/history");
     let (_, before) = server.get(TOKEN_A, &history_path).await;
 
@@ -343,7 +322,7 @@ async fn the_charts_count_this_minutes_decisions_and_polls_of_unchanged_answers_
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(dir.path());
     for key in ["chart-1", "chart-2", "chart-3"] {
-        planted(&server, key).await;
+        server.waiting_for_a_person(key).await;
     }
     // A replay of a finished one and a conflict.
     let (_, c) = server
@@ -415,7 +394,7 @@ async fn the_charts_count_this_minutes_decisions_and_polls_of_unchanged_answers_
         assert!(again.bytes().await.expect("body").is_empty());
     }
     // A change is a new answer.
-    planted(&server, "chart-5").await;
+    server.waiting_for_a_person("chart-5").await;
     let (status, queue) = server.get(TOKEN_OPS, "/v1/reconciliation").await;
     assert_eq!((status, queue["count"].clone()), (200, json!(4)));
     server.stop();

@@ -63,6 +63,36 @@ fn result_json(status: StatusCode, mut body: Value) -> Value {
     body
 }
 
+/// An item's refusal as a result.
+fn refused_json(refused: ApiError) -> Value {
+    result_json(refused.status, refused.body())
+}
+
+/// An item's answer (rendered by `render`) or refusal, as a result.
+fn item_json<T>(
+    answer: Result<T, crate::ledger::LedgerError>,
+    render: impl Fn(&T) -> (StatusCode, Value),
+) -> Value {
+    match answer {
+        Ok(answer) => {
+            let (status, body) = render(&answer);
+            result_json(status, body)
+        }
+        Err(refused) => refused_json(ApiError::from(refused)),
+    }
+}
+
+/// The agent of a batch request and its body, read up to the batch's bound.
+async fn read_batch<T: serde::de::DeserializeOwned>(
+    state: &ApiState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(Arc<crate::config::Principal>, T), ApiError> {
+    let principal = super::request::agent(state, headers)?;
+    let max = state.body_bytes_max.saturating_mul(BATCH_BODY_FACTOR);
+    Ok((principal, parse_json(&bounded_to(body, state, max).await?)?))
+}
+
 fn answered(results: Vec<Value>) -> Response {
     (
         StatusCode::OK,
@@ -78,9 +108,7 @@ pub(super) async fn report_batch(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let principal = super::request::agent(&state, &headers)?;
-    let max = state.body_bytes_max.saturating_mul(BATCH_BODY_FACTOR);
-    let batch: ReportsBody = parse_json(&bounded_to(body, &state, max).await?)?;
+    let (principal, batch): (_, ReportsBody) = read_batch(&state, &headers, body).await?;
     bounded_count(batch.reports.len(), "reports")?;
     let mut results: Vec<Option<Value>> = Vec::new();
     let mut inputs = Vec::new();
@@ -92,19 +120,12 @@ pub(super) async fn report_batch(
                 inputs.push(input);
                 places.push(i);
             }
-            Err(refused) => results[i] = Some(result_json(refused.status, refused.body())),
+            Err(refused) => results[i] = Some(refused_json(refused)),
         }
     }
     let answers = state.ledger.report_many(&principal, inputs).await;
     for (i, answer) in places.into_iter().zip(answers) {
-        let (status, body) = match answer {
-            Ok(answer) => answer_json(&principal, &answer),
-            Err(refused) => {
-                let error = ApiError::from(refused);
-                (error.status, error.body())
-            }
-        };
-        results[i] = Some(result_json(status, body));
+        results[i] = Some(item_json(answer, |a| answer_json(&principal, a)));
     }
     Ok(answered(
         results
@@ -120,9 +141,7 @@ pub(super) async fn claim_batch(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let principal = super::request::agent(&state, &headers)?;
-    let max = state.body_bytes_max.saturating_mul(BATCH_BODY_FACTOR);
-    let batch: BatchBody = parse_json(&bounded_to(body, &state, max).await?)?;
+    let (principal, batch): (_, BatchBody) = read_batch(&state, &headers, body).await?;
     bounded_count(batch.intents.len(), "intents")?;
     let inputs: Vec<ClaimInput<'_>> = batch
         .intents
@@ -138,16 +157,7 @@ pub(super) async fn claim_batch(
     let answers = state.ledger.claim_many(&principal, &inputs).await;
     let results: Vec<Value> = answers
         .into_iter()
-        .map(|answer| {
-            let (status, body) = match answer {
-                Ok(claimed) => claimed_json(&principal, &claimed),
-                Err(refused) => {
-                    let error = ApiError::from(refused);
-                    (error.status, error.body())
-                }
-            };
-            result_json(status, body)
-        })
+        .map(|answer| item_json(answer, |c| claimed_json(&principal, c)))
         .collect();
     Ok(answered(results))
 }

@@ -420,6 +420,28 @@ impl Server {
         .await
     }
 
+    /// An operation waiting for a person (agent-a's message whose outcome its executor does not
+    /// know); its id.
+    pub async fn waiting_for_a_person(&self, key: &str) -> String {
+        let (_, c) = self
+            .claim(
+                TOKEN_A,
+                key,
+                json!({"tool": "messages.send", "holder": "w1", "request": {"to": "+1555", "text": key}}),
+            )
+            .await;
+        let id = c["operation_id"].as_str().expect("id").to_owned();
+        let (_, b) = self
+            .post(
+                TOKEN_A,
+                &format!("/v1/operations/{id}/unknown"),
+                json!({"holder": "w1"}),
+            )
+            .await;
+        assert_eq!(b["state"], "manual", "{b}");
+        id
+    }
+
     pub fn raw(&self) -> &reqwest::Client {
         &self.client
     }

@@ -284,12 +284,8 @@ class Base:
         out: List[Union[Claim, ApiError]] = []
         for result in results:
             status = int(result.get("status", 0))
-            error = result.get("error")
-            if isinstance(error, dict):
-                out.append(ApiError(status, str(error.get("code", "")), str(error.get("message", "")),
-                                    error.get("retriable") is True, method=call.method, path=call.path))
-            else:
-                out.append(parse_claim(status, result))
+            error = _item_error(call, status, result)
+            out.append(error if error is not None else parse_claim(status, result))
         return out
 
     def _reports_call(self, reports: Sequence[ReportIntent]) -> Call:
@@ -324,10 +320,9 @@ class Base:
         out: List[Union[Report, OpledgerError]] = []
         for result in results:
             status = int(result.get("status", 0))
-            error = result.get("error")
-            if isinstance(error, dict):
-                out.append(ApiError(status, str(error.get("code", "")), str(error.get("message", "")),
-                                    error.get("retriable") is True, method=call.method, path=call.path))
+            error = _item_error(call, status, result)
+            if error is not None:
+                out.append(error)
                 continue
             try:
                 out.append(self._report_of(call, Answer(status, result)))
@@ -516,6 +511,15 @@ class Base:
     @staticmethod
     def _json_of(answer: Answer) -> Dict[str, Any]:
         return dict(answer.body)
+
+
+def _item_error(call: Call, status: int, result: Mapping[str, Any]) -> Optional[ApiError]:
+    """A batch item's refusal, if it was refused."""
+    error = result.get("error")
+    if not isinstance(error, dict):
+        return None
+    return ApiError(status, str(error.get("code", "")), str(error.get("message", "")),
+                    error.get("retriable") is True, method=call.method, path=call.path)
 
 
 def settle(claim: Claim) -> Optional[Result]:
