@@ -98,18 +98,56 @@ pub fn admit(
     if let Some(limit) = principal.rate
         && let Err(seconds) = principals.rates.admit(&principal.id, limit)
     {
-        let mut limited = ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            format!(
-                "principal {} may make {} requests a second (bursts of {}); retry after {seconds} s, or raise its rate in the config",
-                principal.id, limit.per_second, limit.burst
-            ),
-        );
-        limited.retry_after = Some(seconds);
-        return Err(limited);
+        return Err(rate_limited(&principal, limit, seconds));
     }
     Ok(principal)
+}
+
+/// Charges a batch of `count` items against its principal's rate: an item counts as a request
+/// of its own, the batch's request having paid for the first. All or none: a batch over the
+/// rate is refused whole (429, nothing appended, and its request's token given back), and one
+/// larger than the principal's burst could never pass, so it is refused as such (400
+/// `invalid_batch`).
+pub fn admit_batch(
+    principals: &Principals,
+    principal: &Principal,
+    count: usize,
+) -> Result<(), ApiError> {
+    let Some(limit) = principal.rate else {
+        return Ok(());
+    };
+    let more = u32::try_from(count.saturating_sub(1)).unwrap_or(u32::MAX);
+    // Refused whole, the batch's request takes nothing either.
+    let refused = |e: ApiError| {
+        principals.rates.refund(&principal.id, limit, 1);
+        Err(e)
+    };
+    if more >= limit.burst {
+        return refused(ApiError::bad_request(
+            "invalid_batch",
+            format!(
+                "principal {} may make bursts of {} requests, and each item of a batch counts as one; send at most {} per batch, or raise its burst in the config",
+                principal.id, limit.burst, limit.burst
+            ),
+        ));
+    }
+    match principals.rates.admit_n(&principal.id, limit, more) {
+        Ok(()) => Ok(()),
+        Err(seconds) => refused(rate_limited(principal, limit, seconds)),
+    }
+}
+
+fn rate_limited(principal: &Principal, limit: crate::config::RateLimit, seconds: u64) -> ApiError {
+    let mut limited = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+        format!(
+            "principal {} may make {} requests a second (bursts of {}; each item of a batch counts as one); retry after {seconds} s, or raise its rate in the config",
+            principal.id, limit.per_second, limit.burst
+        ),
+    );
+    limited.retry_after = Some(seconds);
+    limited
 }
 
 fn unauthenticated(message: &str) -> ApiError {

@@ -10,7 +10,8 @@ use super::ApiState;
 use super::answer::answer_json;
 use super::claims::claimed_json;
 use super::error::ApiError;
-use super::request::{bounded_to, parse_json};
+use super::request::{bounded_to, parse_json, parse_value};
+use crate::config::Principal;
 use crate::ledger::{BATCH_INTENTS_MAX, ClaimInput};
 use axum::body::Body;
 use axum::extract::State;
@@ -26,7 +27,7 @@ pub const BATCH_BODY_FACTOR: usize = 16;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BatchBody {
-    intents: Vec<Intent>,
+    intents: Vec<Value>,
 }
 
 #[derive(Deserialize)]
@@ -63,9 +64,14 @@ fn result_json(status: StatusCode, mut body: Value) -> Value {
     body
 }
 
-/// An item's refusal as a result.
+/// An item's refusal as a result; what its own call would have sent as `Retry-After` is in
+/// `error.retry_after` (seconds).
 fn refused_json(refused: ApiError) -> Value {
-    result_json(refused.status, refused.body())
+    let mut body = refused.body();
+    if let Some(seconds) = refused.retry_after {
+        body["error"]["retry_after"] = json!(seconds);
+    }
+    result_json(refused.status, body)
 }
 
 /// An item's answer (rendered by `render`) or refusal, as a result.
@@ -87,10 +93,44 @@ async fn read_batch<T: serde::de::DeserializeOwned>(
     state: &ApiState,
     headers: &HeaderMap,
     body: Body,
-) -> Result<(Arc<crate::config::Principal>, T), ApiError> {
+) -> Result<(Arc<Principal>, T), ApiError> {
     let principal = super::request::agent(state, headers)?;
     let max = state.body_bytes_max.saturating_mul(BATCH_BODY_FACTOR);
     Ok((principal, parse_json(&bounded_to(body, state, max).await?)?))
+}
+
+/// Refuses a batch of no items or too many, or more than its principal's rate admits now
+/// (each item counts as a request).
+fn admitted(
+    state: &ApiState,
+    principal: &Principal,
+    count: usize,
+    what: &str,
+) -> Result<(), ApiError> {
+    bounded_count(count, what)?;
+    super::auth::admit_batch(&state.principals, principal, count)
+}
+
+/// Places the items' answers, in order: those refused before the ledger saw them, and the
+/// ledger's answers of the rest (one each; an item left without one would be answered as
+/// unavailable, which a retry settles from the log).
+fn in_order(
+    mut results: Vec<Option<Value>>,
+    places: Vec<usize>,
+    answers: Vec<Value>,
+) -> Vec<Value> {
+    for (i, answer) in places.into_iter().zip(answers) {
+        results[i] = Some(answer);
+    }
+    results
+        .into_iter()
+        .map(|r| {
+            r.unwrap_or_else(|| {
+                let unanswered = crate::ledger::LedgerError::Unavailable("no answer".into());
+                refused_json(ApiError::from(unanswered))
+            })
+        })
+        .collect()
 }
 
 fn answered(results: Vec<Value>) -> Response {
@@ -109,7 +149,7 @@ pub(super) async fn report_batch(
     body: Body,
 ) -> Result<Response, ApiError> {
     let (principal, batch): (_, ReportsBody) = read_batch(&state, &headers, body).await?;
-    bounded_count(batch.reports.len(), "reports")?;
+    admitted(&state, &principal, batch.reports.len(), "reports")?;
     let mut results: Vec<Option<Value>> = Vec::new();
     let mut inputs = Vec::new();
     let mut places = Vec::new();
@@ -124,15 +164,11 @@ pub(super) async fn report_batch(
         }
     }
     let answers = state.ledger.report_many(&principal, inputs).await;
-    for (i, answer) in places.into_iter().zip(answers) {
-        results[i] = Some(item_json(answer, |a| answer_json(&principal, a)));
-    }
-    Ok(answered(
-        results
-            .into_iter()
-            .map(|r| r.expect("every report answered"))
-            .collect(),
-    ))
+    let answers = answers
+        .into_iter()
+        .map(|answer| item_json(answer, |a| answer_json(&principal, a)))
+        .collect();
+    Ok(answered(in_order(results, places, answers)))
 }
 
 /// `POST /v1/operations/batch`.
@@ -142,9 +178,21 @@ pub(super) async fn claim_batch(
     body: Body,
 ) -> Result<Response, ApiError> {
     let (principal, batch): (_, BatchBody) = read_batch(&state, &headers, body).await?;
-    bounded_count(batch.intents.len(), "intents")?;
-    let inputs: Vec<ClaimInput<'_>> = batch
-        .intents
+    admitted(&state, &principal, batch.intents.len(), "intents")?;
+    let mut results: Vec<Option<Value>> = Vec::new();
+    let mut intents = Vec::new();
+    let mut places = Vec::new();
+    for (i, item) in batch.intents.into_iter().enumerate() {
+        results.push(None);
+        match parse_value::<Intent>(item) {
+            Ok(intent) => {
+                intents.push(intent);
+                places.push(i);
+            }
+            Err(refused) => results[i] = Some(refused_json(refused)),
+        }
+    }
+    let inputs: Vec<ClaimInput<'_>> = intents
         .iter()
         .map(|i| ClaimInput {
             tool: &i.tool,
@@ -155,9 +203,9 @@ pub(super) async fn claim_batch(
         })
         .collect();
     let answers = state.ledger.claim_many(&principal, &inputs).await;
-    let results: Vec<Value> = answers
+    let answers = answers
         .into_iter()
         .map(|answer| item_json(answer, |c| claimed_json(&principal, c)))
         .collect();
-    Ok(answered(results))
+    Ok(answered(in_order(results, places, answers)))
 }

@@ -90,6 +90,7 @@ impl From<LedgerError> for ApiError {
             E::OriginalNotSettled => (StatusCode::CONFLICT, "original_not_settled"),
             E::NothingToCompensate => (StatusCode::CONFLICT, "nothing_to_compensate"),
             E::OriginalExpired => (StatusCode::CONFLICT, "original_expired"),
+            E::DuplicateInBatch { .. } => (StatusCode::BAD_REQUEST, "duplicate_intent"),
         };
         if status.is_server_error() {
             tracing::error!(code, error = %e, "request failed");
@@ -152,6 +153,11 @@ mod tests {
                 "nothing_to_compensate",
             ),
             (LedgerError::OriginalExpired, 409, "original_expired"),
+            (
+                LedgerError::DuplicateInBatch { first: 0 },
+                400,
+                "duplicate_intent",
+            ),
         ];
         // Exhaustive: a new error does not compile here until it is pinned above.
         let listed = |e: &LedgerError| match e {
@@ -172,7 +178,8 @@ mod tests {
             | LedgerError::NoCompensation
             | LedgerError::OriginalNotSettled
             | LedgerError::NothingToCompensate
-            | LedgerError::OriginalExpired => 18,
+            | LedgerError::OriginalExpired
+            | LedgerError::DuplicateInBatch { .. } => 19,
         };
         assert_eq!(
             pinned.len(),

@@ -24,17 +24,18 @@ impl Bucket {
         }
     }
 
-    /// Takes one token at `now_s` (time as data: pure), or says how many seconds until one
-    /// is there.
-    fn take(&mut self, limit: RateLimit, now_s: f64) -> Result<(), f64> {
+    /// Takes `n` tokens at `now_s` (time as data: pure), all or none, or says how many seconds
+    /// until they are there.
+    fn take(&mut self, limit: RateLimit, now_s: f64, n: u32) -> Result<(), f64> {
         let refill = (now_s - self.at_s).max(0.0) * f64::from(limit.per_second);
         self.tokens = (self.tokens + refill).min(f64::from(limit.burst));
         self.at_s = now_s.max(self.at_s);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
+        let n = f64::from(n);
+        if self.tokens >= n {
+            self.tokens -= n;
             Ok(())
         } else {
-            Err((1.0 - self.tokens) / f64::from(limit.per_second))
+            Err((n - self.tokens) / f64::from(limit.per_second))
         }
     }
 }
@@ -58,13 +59,29 @@ impl Limiter {
     /// Admits a request of `principal` at its `limit`, or says after how many whole seconds
     /// (at least 1) to try again.
     pub fn admit(&self, principal: &str, limit: RateLimit) -> Result<(), u64> {
+        self.admit_n(principal, limit, 1)
+    }
+
+    /// Gives back `n` tokens taken for a request that was then refused whole (a batch over
+    /// the rate), never above the burst: refused retries must not drain the bucket, or a
+    /// client retrying a batch faster than the rate refills would never get through.
+    pub fn refund(&self, principal: &str, limit: RateLimit, n: u32) {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(bucket) = buckets.get_mut(principal) {
+            bucket.tokens = (bucket.tokens + f64::from(n)).min(f64::from(limit.burst));
+        }
+    }
+
+    /// Admits `n` requests' worth at once (a batch's further items), all or none. `n` above
+    /// the burst is never admitted: the caller refuses that before asking.
+    pub fn admit_n(&self, principal: &str, limit: RateLimit, n: u32) -> Result<(), u64> {
         let now_s = self.start.elapsed().as_secs_f64();
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         let bucket = buckets
             .entry(principal.to_owned())
             .or_insert_with(|| Bucket::full(limit, now_s));
         bucket
-            .take(limit, now_s)
+            .take(limit, now_s, n)
             .map_err(|wait_s| (wait_s.ceil() as u64).max(1))
     }
 }
@@ -82,28 +99,41 @@ mod tests {
     fn a_burst_is_admitted_then_the_rate_refills_it() {
         let mut bucket = Bucket::full(TWO_A_SECOND, 10.0);
         for _ in 0..3 {
-            assert_eq!(bucket.take(TWO_A_SECOND, 10.0), Ok(()));
+            assert_eq!(bucket.take(TWO_A_SECOND, 10.0, 1), Ok(()));
         }
         assert_eq!(
-            bucket.take(TWO_A_SECOND, 10.0),
+            bucket.take(TWO_A_SECOND, 10.0, 1),
             Err(0.5),
             "empty: half a second"
         );
         assert_eq!(
-            bucket.take(TWO_A_SECOND, 10.25),
+            bucket.take(TWO_A_SECOND, 10.25, 1),
             Err(0.25),
             "half a token back"
         );
-        assert_eq!(bucket.take(TWO_A_SECOND, 10.5), Ok(()), "one token back");
-        assert_eq!(bucket.take(TWO_A_SECOND, 100.0), Ok(()), "refilled");
+        assert_eq!(bucket.take(TWO_A_SECOND, 10.5, 1), Ok(()), "one token back");
+        assert_eq!(bucket.take(TWO_A_SECOND, 100.0, 1), Ok(()), "refilled");
         assert_eq!(bucket.tokens, 2.0, "never above the burst");
+    }
+
+    #[test]
+    fn many_tokens_are_taken_all_or_none() {
+        let mut bucket = Bucket::full(TWO_A_SECOND, 10.0);
+        assert_eq!(bucket.take(TWO_A_SECOND, 10.0, 2), Ok(()));
+        assert_eq!(
+            bucket.take(TWO_A_SECOND, 10.0, 2),
+            Err(0.5),
+            "one left: half a second for the second"
+        );
+        assert_eq!(bucket.tokens, 1.0, "nothing taken when refused");
+        assert_eq!(bucket.take(TWO_A_SECOND, 10.0, 1), Ok(()));
     }
 
     #[test]
     fn time_going_back_neither_refills_nor_drains() {
         let mut bucket = Bucket::full(TWO_A_SECOND, 10.0);
         bucket.tokens = 0.0;
-        assert!(bucket.take(TWO_A_SECOND, 5.0).is_err());
+        assert!(bucket.take(TWO_A_SECOND, 5.0, 1).is_err());
         assert_eq!(bucket.at_s, 10.0);
     }
 
@@ -117,5 +147,8 @@ mod tests {
         assert_eq!(limiter.admit("a", one), Ok(()));
         assert_eq!(limiter.admit("b", one), Ok(()));
         assert_eq!(limiter.admit("a", one), Err(1));
+        limiter.refund("a", one, 5);
+        assert_eq!(limiter.admit("a", one), Ok(()), "given back");
+        assert_eq!(limiter.admit("a", one), Err(1), "never above the burst");
     }
 }

@@ -154,10 +154,10 @@ pub(super) async fn fail(
 pub(super) fn batch_item(
     mut item: serde_json::Value,
 ) -> Result<crate::ledger::ReportInput, ApiError> {
-    use super::request::parse_json;
-    let fields = item.as_object_mut().ok_or_else(|| {
-        ApiError::bad_request("invalid_body", "each report is an object (line 1 column 1)")
-    })?;
+    use super::request::parse_value;
+    let fields = item
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("invalid_body", "each report is an object"))?;
     let take = |fields: &mut serde_json::Map<String, serde_json::Value>, name: &str| match fields
         .remove(name)
     {
@@ -169,10 +169,10 @@ pub(super) fn batch_item(
     };
     let id = take(fields, "operation_id")?;
     let kind = take(fields, "report")?;
-    let rest = serde_json::to_vec(fields).expect("JSON serialises");
+    let rest = serde_json::Value::Object(std::mem::take(fields));
     let (holder, expected_version, report) = match kind.as_str() {
         "heartbeat" | "unknown" => {
-            let b: HolderBody = parse_json(&rest)?;
+            let b: HolderBody = parse_value(rest)?;
             let report = if kind == "heartbeat" {
                 Report::Heartbeat
             } else {
@@ -181,7 +181,7 @@ pub(super) fn batch_item(
             (b.holder, b.expected_version, report)
         }
         "complete" => {
-            let b: CompleteBody = parse_json(&rest)?;
+            let b: CompleteBody = parse_value(rest)?;
             let result = BusinessResult {
                 resource_ref: b.result.resource_ref,
                 status: b.result.status,
@@ -191,7 +191,7 @@ pub(super) fn batch_item(
             (b.holder, b.expected_version, Report::Complete(result))
         }
         "fail" => {
-            let b: FailBody = parse_json(&rest)?;
+            let b: FailBody = parse_value(rest)?;
             let kind = match b.kind {
                 FailKindBody::Definite => FailureKind::Definite,
                 FailKindBody::NotAccepted => FailureKind::NotAccepted,

@@ -122,31 +122,44 @@ pub(crate) async fn whole(
 }
 
 pub(super) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        use serde_json::error::Category;
-        let at = format!("line {} column {}", e.line(), e.column());
-        match e.classify() {
-            Category::Syntax | Category::Eof | Category::Io => ApiError::bad_request(
-                "malformed_json",
-                format!("the body is not valid JSON ({at})"),
-            ),
-            Category::Data => {
-                // serde's message may quote a value; keep only the field name it complains about.
-                let text = e.to_string();
-                let field = text.split('`').nth(1).filter(|f| {
-                    f.len() <= 32 && f.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-                });
-                let what = match (text.starts_with("missing field"), field) {
-                    (true, Some(f)) => format!("the field `{f}` is missing"),
-                    (false, Some(f)) if text.starts_with("unknown field") => {
-                        format!("the field `{f}` is not part of this request")
-                    }
-                    _ => "a field has the wrong type or value".to_owned(),
-                };
-                ApiError::bad_request("invalid_body", format!("{what} ({at})"))
-            }
+    serde_json::from_slice(bytes).map_err(refusal)
+}
+
+/// Reads an already parsed JSON value (an item of a batch) as the expected shape, refused as
+/// [`parse_json`] refuses a body of the wrong shape.
+pub(super) fn parse_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+    serde_json::from_value(value).map_err(refusal)
+}
+
+/// What a body or item of the wrong shape is answered.
+fn refusal(e: serde_json::Error) -> ApiError {
+    use serde_json::error::Category;
+    // A value read from a parsed item has no position.
+    let at = match e.line() {
+        0 => "in this item".to_owned(),
+        line => format!("line {line} column {}", e.column()),
+    };
+    match e.classify() {
+        Category::Syntax | Category::Eof | Category::Io => ApiError::bad_request(
+            "malformed_json",
+            format!("the body is not valid JSON ({at})"),
+        ),
+        Category::Data => {
+            // serde's message may quote a value; keep only the field name it complains about.
+            let text = e.to_string();
+            let field = text.split('`').nth(1).filter(|f| {
+                f.len() <= 32 && f.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            });
+            let what = match (text.starts_with("missing field"), field) {
+                (true, Some(f)) => format!("the field `{f}` is missing"),
+                (false, Some(f)) if text.starts_with("unknown field") => {
+                    format!("the field `{f}` is not part of this request")
+                }
+                _ => "a field has the wrong type or value".to_owned(),
+            };
+            ApiError::bad_request("invalid_body", format!("{what} ({at})"))
         }
-    })
+    }
 }
 
 /// Like [`json_body`], but an empty body means the type's default (all fields optional).

@@ -135,5 +135,15 @@ pub(crate) async fn serve(router: &Router, request: PeerRequest) -> PeerResponse
             Ok(p) => p.counts().await.map_or_else(refused, PeerResponse::Counts),
             Err(e) => refused(e),
         },
+        PeerRequest::SubmitMany { partition, events } => match router.local(partition) {
+            Ok(p) => PeerResponse::DecidedMany(
+                p.submit_many(events)
+                    .await
+                    .into_iter()
+                    .map(|answer| answer.map_err(|e| Refusal::of(&e)))
+                    .collect(),
+            ),
+            Err(e) => refused(e),
+        },
     }
 }

@@ -3,7 +3,7 @@
 //! [`super::endpoint`].
 
 use super::auth::{PeerKey, nonce};
-use super::peer::{self, NONCE, PEER_PATH, PeerRequest, PeerResponse, SIGNATURE, TIME};
+use super::peer::{self, NONCE, PEER_PATH, PeerRequest, PeerResponse, Refusal, SIGNATURE, TIME};
 use super::transport::{PeerTransport, refused_as_error};
 use crate::clock::SharedClock;
 use crate::core::event::EventBody;
@@ -113,6 +113,72 @@ pub struct RemotePartition {
     pub partition: u32,
 }
 
+/// Cuts a batch's events into parts whose request encodes within `max` bytes, in order (an
+/// event too large for a part of its own goes alone: the owner refuses it alone).
+fn parts(events: Vec<(ScopedHash, EventBody)>, max: usize) -> Vec<Vec<(ScopedHash, EventBody)>> {
+    // Room for the request's variant, partition and length.
+    const FRAME: usize = 32;
+    let mut parts: Vec<Vec<(ScopedHash, EventBody)>> = Vec::new();
+    let mut size = FRAME;
+    for event in events {
+        let len = peer::encoded_len(&event);
+        match parts.last_mut() {
+            Some(part) if size.saturating_add(len) <= max => part.push(event),
+            _ => {
+                parts.push(vec![event]);
+                size = FRAME;
+            }
+        }
+        size = size.saturating_add(len);
+    }
+    parts
+}
+
+impl RemotePartition {
+    /// One part of a batch, asked in one request: an answer per event.
+    async fn submit_part(
+        &self,
+        events: Vec<(ScopedHash, EventBody)>,
+    ) -> Vec<Result<Answer, PartitionError>> {
+        let count = events.len();
+        let request = PeerRequest::SubmitMany {
+            partition: self.partition,
+            events,
+        };
+        let partition = self.partition;
+        let every = |refusal: Refusal| -> Vec<Result<Answer, PartitionError>> {
+            (0..count)
+                .map(|_| Err(refusal.clone().into_error(partition)))
+                .collect()
+        };
+        match self.client.ask(&self.base, partition, &request).await {
+            Ok(PeerResponse::DecidedMany(decided)) if decided.len() == count => decided
+                .into_iter()
+                .map(|d| d.map_err(|r| r.into_error(partition)))
+                .collect(),
+            // The owner's error stands for each event (it may have appended them: asking
+            // again gets their decisions).
+            Err(e) => match e {
+                PartitionError::Peer(_) => (0..count)
+                    .map(|_| Err(PartitionError::Peer("the owner did not answer".into())))
+                    .collect(),
+                other => every(Refusal::of(&other)),
+            },
+            Ok(other) => {
+                let e = unexpected(other);
+                tracing::warn!(partition, error = %e, "the owner answered a batch's part otherwise");
+                (0..count)
+                    .map(|_| {
+                        Err(PartitionError::Peer(
+                            "the owner answered something else".into(),
+                        ))
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
 fn unexpected(response: PeerResponse) -> PartitionError {
     let kind = match response {
         PeerResponse::Decided(_) => "a decision",
@@ -122,6 +188,7 @@ fn unexpected(response: PeerResponse) -> PartitionError {
         PeerResponse::History(_) => "a history",
         PeerResponse::List(_) => "a listing",
         PeerResponse::Counts(_) => "counts",
+        PeerResponse::DecidedMany(_) => "decisions",
         PeerResponse::Refused(_) => "a refusal",
     };
     tracing::warn!(answer = kind, "the owner answered another request's kind");
@@ -148,6 +215,21 @@ impl Partition for RemotePartition {
                 PeerResponse::Decided(answer) => Ok(answer),
                 other => Err(unexpected(other)),
             }
+        })
+    }
+
+    fn submit_many(
+        &self,
+        events: Vec<(ScopedHash, EventBody)>,
+    ) -> crate::BoxFuture<'_, Vec<Result<Answer, PartitionError>>> {
+        Box::pin(async move {
+            let mut answers = Vec::with_capacity(events.len());
+            // In parts that each fit a peer request, one after the other: the owner appends
+            // each part in one append, in the order given.
+            for part in parts(events, peer::PEER_REQUEST_BYTES_MAX) {
+                answers.extend(self.submit_part(part).await);
+            }
+            answers
         })
     }
 
@@ -443,6 +525,107 @@ mod tests {
         assert!(cut.is_some_and(|h| h.truncated && h.events.len() == 1));
         let missing = remote.history(OperationId([9; 16]), 10).await;
         assert_eq!(missing.expect("answers"), None);
+    }
+
+    #[tokio::test]
+    async fn a_batchs_share_of_a_partition_goes_to_its_owner_in_one_append() {
+        for over in TRANSPORTS {
+            batch_to_the_owner(over).await;
+        }
+    }
+
+    async fn batch_to_the_owner(over: Over) {
+        use crate::core::event::Transition;
+        use crate::log::model::{EventLog, partition_for};
+        let clock = ManualClock::new(NOW);
+        let log = Arc::new(MemoryLog::new(2, clock.clone()).expect("log"));
+        let store: SharedStore = Arc::new(MemoryStore::new());
+        let (base, client) = serve_partition_0(store, log.clone(), clock, over).await;
+        let remote = RemotePartition {
+            client,
+            base,
+            partition: 0,
+        };
+        let of = |p: u32| {
+            (0..=255u8)
+                .map(|b| ScopedHash([b; 32]))
+                .filter(move |s| partition_for(&s.0, 2) == p)
+        };
+        let (mine, elsewhere): (Vec<ScopedHash>, ScopedHash) =
+            (of(0).take(2).collect(), of(1).next().expect("a scope"));
+        let beat = || {
+            EventBody::Heartbeat(Transition {
+                holder: "w".into(),
+                expected_version: None,
+            })
+        };
+        let before = log.end_offset(0).await.expect("end");
+        // No arbiter runs on this owner: the appended events are not decided in time.
+        let answers = remote
+            .submit_many(vec![
+                (mine[0], beat()),
+                (elsewhere, beat()),
+                (mine[1], beat()),
+            ])
+            .await;
+        assert_eq!(answers.len(), 3, "{over:?}");
+        assert!(
+            matches!(answers[0], Err(PartitionError::DecisionTimeout)),
+            "{over:?}: {:?}",
+            answers[0]
+        );
+        assert!(
+            matches!(answers[1], Err(PartitionError::Misrouted { partition: 0 })),
+            "{over:?}"
+        );
+        assert!(
+            matches!(answers[2], Err(PartitionError::DecisionTimeout)),
+            "{over:?}"
+        );
+        assert_eq!(
+            log.end_offset(0).await.expect("end") - before,
+            2,
+            "{over:?}: the two of it, not the misrouted one"
+        );
+        // Not served there: every event of it is told so.
+        let other = RemotePartition {
+            partition: 1,
+            ..remote
+        };
+        let refused = other
+            .submit_many(vec![(elsewhere, beat()), (elsewhere, beat())])
+            .await;
+        assert!(
+            refused
+                .iter()
+                .all(|a| matches!(a, Err(PartitionError::NotServing { partition: 1 }))),
+            "{over:?}: {refused:?}"
+        );
+    }
+
+    #[test]
+    fn a_batch_is_cut_into_parts_that_fit_a_peer_request_in_order() {
+        use crate::core::event::Transition;
+        let beat = |n: u8| {
+            (
+                ScopedHash([n; 32]),
+                EventBody::Heartbeat(Transition {
+                    holder: "w".repeat(100),
+                    expected_version: Some(u64::from(n)),
+                }),
+            )
+        };
+        let one = peer::encoded_len(&beat(0));
+        let events: Vec<_> = (0..10).map(beat).collect();
+        // Room for three events a part (and the frame).
+        let cut = parts(events.clone(), 32 + 3 * one);
+        let sizes: Vec<usize> = cut.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [3, 3, 3, 1]);
+        assert_eq!(cut.concat(), events, "every event, in order");
+        assert_eq!(parts(events.clone(), usize::MAX).len(), 1);
+        // An event larger than a part goes alone.
+        assert_eq!(parts(events, 1).len(), 10);
+        assert!(parts(Vec::new(), 100).is_empty());
     }
 
     #[tokio::test]

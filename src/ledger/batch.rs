@@ -57,10 +57,36 @@ impl Ledger {
             .map(|(i, scope, body)| (i, (scope, body)))
             .unzip();
         let answers = service.submit_many(events).await;
+        // One answer per event; any left without one (never expected) is answered as
+        // unavailable, which asking again settles from the log.
+        let mut answers = answers.into_iter();
         indexes
             .into_iter()
-            .zip(answers)
-            .map(|(i, answer)| (i, answer.map_err(LedgerError::from)))
+            .map(|i| {
+                let answer = answers.next().unwrap_or_else(|| {
+                    Err(PartitionError::Unavailable(format!(
+                        "partition {partition} did not answer every event of the batch"
+                    )))
+                });
+                (i, answer.map_err(LedgerError::from))
+            })
             .collect()
     }
+}
+
+/// The answers of a batch, in order, each slot answered (a slot left empty, never expected,
+/// is answered as unavailable: retriable, and settled from the log when asked again).
+pub(super) fn every_answered<T>(
+    answers: Vec<Option<Result<T, LedgerError>>>,
+) -> Vec<Result<T, LedgerError>> {
+    answers
+        .into_iter()
+        .map(|a| {
+            a.unwrap_or_else(|| {
+                Err(LedgerError::Unavailable(
+                    "an item of the batch went unanswered".into(),
+                ))
+            })
+        })
+        .collect()
 }

@@ -68,7 +68,9 @@ impl Ledger {
 
     /// Claims many operations at once (at most [`BATCH_INTENTS_MAX`]): the answers, in order,
     /// each what [`Ledger::claim`] would have answered that intent alone. A refused intent
-    /// appends nothing and fails nothing else.
+    /// appends nothing and fails nothing else. A second intent of the same tool and key is
+    /// refused (`DuplicateInBatch`): the same operation twice would tell its holder to execute
+    /// twice.
     pub async fn claim_many(
         &self,
         principal: &Principal,
@@ -83,39 +85,51 @@ impl Ledger {
         let mut answers: Vec<Option<Result<Claimed, LedgerError>>> = Vec::new();
         let mut ready: Vec<Option<Box<Ready<'_>>>> = Vec::new();
         let mut events = Vec::new();
+        let mut first_of = std::collections::HashMap::new();
         for (i, checked) in checked.into_iter().enumerate() {
             answers.push(None);
             ready.push(None);
             match checked {
                 Ok(Checked::Answered(claimed)) => answers[i] = Some(Ok(claimed)),
-                Ok(Checked::Submit(r)) => {
-                    events.push((i, r.scope, r.body(r.fingerprint.clone())));
-                    ready[i] = Some(r);
-                }
+                Ok(Checked::Submit(r)) => match first_of.get(&r.scope) {
+                    Some(&first) => {
+                        answers[i] = Some(Err(LedgerError::DuplicateInBatch { first }));
+                    }
+                    None => {
+                        first_of.insert(r.scope, i);
+                        events.push((i, r.scope, r.body(r.fingerprint.clone())));
+                        ready[i] = Some(r);
+                    }
+                },
                 Err(refused) => answers[i] = Some(Err(refused)),
             }
         }
+        // A conflict with an operation of other fingerprint rules is asked once more under
+        // those, as a claim of its own would be: all such intents in a second round.
+        let mut again = Vec::new();
+        let mut decided = Vec::new();
         for (i, answer) in self.submit_grouped(events).await {
-            let r = ready[i].as_ref().expect("a submitted claim");
-            // A conflict with an operation of other fingerprint rules is asked once more
-            // under those, as a claim of its own would be.
-            let answer = match answer {
-                Ok(answer) => match fingerprints::stored_rules(&answer, r.fingerprint.version) {
-                    Some(stored) => match r.intent().under(stored) {
-                        Ok(f) => self.submit(r.scope, r.body(f)).await,
-                        Err(e) => Err(e),
-                    },
-                    None => Ok(answer),
-                },
-                Err(e) => Err(e),
-            };
-            self.observe(r.contract, started, &answer);
+            let Some(r) = ready[i].as_ref() else { continue };
+            let stored = answer
+                .as_ref()
+                .ok()
+                .and_then(|a| fingerprints::stored_rules(a, r.fingerprint.version));
+            match stored.map(|stored| r.intent().under(stored)) {
+                Some(Ok(f)) => again.push((i, r.scope, r.body(f))),
+                Some(Err(e)) => decided.push((i, Err(e))),
+                None => decided.push((i, answer)),
+            }
+        }
+        if !again.is_empty() {
+            decided.extend(self.submit_grouped(again).await);
+        }
+        for (i, answer) in decided {
+            if let Some(r) = ready[i].as_ref() {
+                self.observe(r.contract, started, &answer);
+            }
             answers[i] = Some(answer.map(|a| Claimed::Decided(Box::new(a))));
         }
-        answers
-            .into_iter()
-            .map(|a| a.expect("every intent answered"))
-            .collect()
+        super::batch::every_answered(answers)
     }
 
     /// Claims an operation of a tool whose contract the caller knows: the MCP gateway's

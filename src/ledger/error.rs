@@ -77,6 +77,15 @@ pub enum LedgerError {
     /// The original definitely failed: there is nothing to compensate.
     #[error("the original operation failed; there is nothing to compensate")]
     NothingToCompensate,
+    /// A batch carries a second intent of the same tool and key: it would be the same
+    /// operation twice (and its holder told to execute twice). Nothing of it was appended.
+    #[error(
+        "this batch already carries an intent of the same tool and key (item {first}); send each key once per batch"
+    )]
+    DuplicateInBatch {
+        /// The index of the intent that is submitted.
+        first: usize,
+    },
 }
 
 impl LedgerError {

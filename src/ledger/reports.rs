@@ -62,10 +62,7 @@ impl Ledger {
         for (i, answer) in self.submit_grouped(events).await {
             answers[i] = Some(answer);
         }
-        answers
-            .into_iter()
-            .map(|a| a.expect("every report answered"))
-            .collect()
+        super::batch::every_answered(answers)
     }
 
     /// Checks a report and finds its operation (the principal's own): the event to submit.

@@ -65,7 +65,8 @@ impl From<LedgerError> for CallRefused {
             | LedgerError::UnknownTool { .. }
             | LedgerError::ToolNotAllowed
             | LedgerError::UnknownParent
-            | LedgerError::ParentNotCompleted => Self::Invalid(e.to_string()),
+            | LedgerError::ParentNotCompleted
+            | LedgerError::DuplicateInBatch { .. } => Self::Invalid(e.to_string()),
             other => Self::Unavailable(other.to_string()),
         }
     }

@@ -96,7 +96,7 @@ impl<L: EventLog> Shared<L> {
         let number = if own_event {
             None
         } else {
-            super::crash::before_append()
+            super::crash::before_append(1)
         };
         let Prepared {
             record,
@@ -115,8 +115,9 @@ impl<L: EventLog> Shared<L> {
     }
 
     /// Appends callers' events to `partition` in one append and waits for each decision (each
-    /// bounded by `wait`): the answers, in order. An event refused before the append gets its
-    /// refusal and the others go on; a failed append fails every event of it.
+    /// bounded by `wait`, and ended by the partition moving away): the answers, in order. An
+    /// event refused before the append gets its refusal and the others go on; a failed append
+    /// fails every event of it.
     pub(super) async fn append_many(
         &self,
         partition: u32,
@@ -137,7 +138,7 @@ impl<L: EventLog> Shared<L> {
                 .into_iter()
                 .map(|(i, p)| (p.record, (i, p.scope, p.pending, p.decided)))
                 .unzip();
-            let number = super::crash::before_append();
+            let number = super::crash::before_append(records.len() as u64);
             match self.log.append(partition, records).await {
                 Err(e) => {
                     tracing::error!(partition, events = waiting.len(), error = %e, "append failed");
@@ -149,14 +150,23 @@ impl<L: EventLog> Shared<L> {
                     if let Some(n) = number {
                         super::crash::after_append(n);
                     }
+                    // As for one event: if the arbiter stops (the partition moved), an
+                    // event not yet decided is durable and its new owner decides it; asking
+                    // again gets the decision. One decided already keeps its answer.
                     let waits =
                         waiting
                             .into_iter()
                             .map(|(i, scope, pending, decided)| async move {
-                                (
-                                    i,
-                                    decision(partition, scope, pending, decided, Some(wait)).await,
-                                )
+                                let decided =
+                                    decision(partition, scope, pending, decided, Some(wait));
+                                let answer = tokio::select! {
+                                    biased;
+                                    answer = decided => answer,
+                                    () = self.ownership.stopped_serving(partition) => {
+                                        Err(PartitionError::Moved { partition })
+                                    }
+                                };
+                                (i, answer)
                             });
                     for (i, answer) in futures_util::future::join_all(waits).await {
                         answers[i] = Some(answer);
@@ -246,9 +256,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn the_events_of_a_batch_are_one_append_and_a_refused_one_is_not_in_it() {
-        let shared = Shared {
+    fn shared(wait: Duration) -> Shared<Counting> {
+        Shared {
             log: Arc::new(Counting {
                 inner: MemoryLog::new(2, ManualClock::new(1_000)).expect("log"),
                 appends: AtomicUsize::new(0),
@@ -256,25 +265,68 @@ mod tests {
             store: Arc::new(MemoryStore::new()),
             replies: Arc::new(Replies::with_node(1)),
             ownership: Arc::new(Ownership::sole(2)),
-            decision_wait: Duration::from_millis(20),
+            decision_wait: wait,
             sole: true,
-        };
-        // Scopes of partition 0, and one of partition 1.
-        let scopes: Vec<ScopedHash> = (0..=255u8)
+        }
+    }
+
+    /// Scopes of partition `partition` of 2.
+    fn scopes_of(partition: u32) -> impl Iterator<Item = ScopedHash> {
+        (0..=255u8)
             .map(|b| ScopedHash([b; 32]))
-            .filter(|s| partition_for(&s.0, 2) == 0)
-            .take(3)
-            .collect();
-        let elsewhere = (0..=255u8)
-            .map(|b| ScopedHash([b; 32]))
-            .find(|s| partition_for(&s.0, 2) == 1)
-            .expect("a scope of partition 1");
-        let beat = || {
-            EventBody::Heartbeat(Transition {
-                holder: "w".into(),
-                expected_version: None,
-            })
+            .filter(move |s| partition_for(&s.0, 2) == partition)
+    }
+
+    fn beat() -> EventBody {
+        EventBody::Heartbeat(Transition {
+            holder: "w".into(),
+            expected_version: None,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_batch_waiting_when_its_partition_moves_keeps_what_was_decided() {
+        let shared = shared(Duration::from_secs(600));
+        let scopes: Vec<ScopedHash> = scopes_of(0).take(2).collect();
+        let events = vec![(scopes[0], beat()), (scopes[1], beat())];
+        let moving = async {
+            // Once both are durable: the first is decided, then the partition moves away.
+            shared.log.wait_beyond(0, 1).await.expect("appended");
+            let records = shared.log.read(0, 0, 10).await.expect("reads");
+            let (first, _) = event::decode(&records[0].payload).expect("decodes");
+            let answer = Answer {
+                decision: crate::core::decision::Decision::Execute,
+                record: None,
+            };
+            shared
+                .replies
+                .deliver(first.reply_to.expect("a reply"), answer);
+            tokio::task::yield_now().await;
+            shared.ownership.set_serving(0, false);
         };
+        let batch = shared.append_many(0, events, Duration::from_secs(600));
+        // A guard, not a timing: the wait ends with the move or not at all.
+        let (answers, ()) = tokio::time::timeout(Duration::from_secs(60), async {
+            tokio::join!(batch, moving)
+        })
+        .await
+        .expect("the move ends the wait");
+        assert!(
+            matches!(&answers[0], Ok(a) if a.decision == crate::core::decision::Decision::Execute),
+            "the decided one keeps its answer: {:?}",
+            answers[0].as_ref().err()
+        );
+        assert!(
+            matches!(answers[1], Err(PartitionError::Moved { partition: 0 })),
+            "the other is told the partition moved, at once"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_events_of_a_batch_are_one_append_and_a_refused_one_is_not_in_it() {
+        let shared = shared(Duration::from_millis(20));
+        let scopes: Vec<ScopedHash> = scopes_of(0).take(3).collect();
+        let elsewhere = scopes_of(1).next().expect("a scope of partition 1");
         let events = vec![
             (scopes[0], beat()),
             (elsewhere, beat()),

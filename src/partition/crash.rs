@@ -42,23 +42,28 @@ pub fn arm(point: Point, n: u64) {
     AT.store(n, Ordering::SeqCst);
 }
 
-/// A caller's event is about to be appended: the number it will have, if a crash point is
-/// armed (unarmed, nothing is counted: no shared counter on the claim path).
-pub(super) fn before_append() -> Option<u64> {
-    if AT.load(Ordering::Relaxed) == 0 {
+/// `count` callers' events are about to be appended together: the numbers they will have,
+/// if a crash point is armed (unarmed, nothing is counted: no shared counter on the claim
+/// path). A batch counts each of its events: the process dies at the append that carries the
+/// armed number.
+pub(super) fn before_append(count: u64) -> Option<std::ops::RangeInclusive<u64>> {
+    if AT.load(Ordering::Relaxed) == 0 || count == 0 {
         return None;
     }
-    let n = SEEN.fetch_add(1, Ordering::SeqCst) + 1;
-    if AT.load(Ordering::Relaxed) == n && POINT.load(Ordering::SeqCst) == 2 {
-        die(n, "before appending it");
+    let first = SEEN.fetch_add(count, Ordering::SeqCst) + 1;
+    let numbers = first..=first + count - 1;
+    let at = AT.load(Ordering::Relaxed);
+    if numbers.contains(&at) && POINT.load(Ordering::SeqCst) == 2 {
+        die(at, "before appending it");
     }
-    Some(n)
+    Some(numbers)
 }
 
-/// The caller's event numbered `n` is durable.
-pub(super) fn after_append(n: u64) {
-    if AT.load(Ordering::Relaxed) == n && POINT.load(Ordering::SeqCst) == 1 {
-        die(n, "after it became durable, before it was answered");
+/// The callers' events `numbers` are durable.
+pub(super) fn after_append(numbers: std::ops::RangeInclusive<u64>) {
+    let at = AT.load(Ordering::Relaxed);
+    if numbers.contains(&at) && POINT.load(Ordering::SeqCst) == 1 {
+        die(at, "after it became durable, before it was answered");
     }
 }
 

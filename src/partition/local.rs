@@ -222,25 +222,16 @@ impl<L: EventLog> Partition for LocalPartition<L> {
         &self,
         events: Vec<(ScopedHash, EventBody)>,
     ) -> crate::BoxFuture<'_, Vec<Result<Answer, PartitionError>>> {
-        let partition = self.partition;
-        let each = move |n: usize, error: fn(u32) -> PartitionError| {
-            (0..n).map(|_| Err(error(partition))).collect()
-        };
         Box::pin(async move {
-            let n = events.len();
             if self.check_serving().is_err() {
-                return each(n, |partition| PartitionError::NotServing { partition });
+                let partition = self.partition;
+                return events
+                    .iter()
+                    .map(|_| Err(PartitionError::NotServing { partition }))
+                    .collect();
             }
             let wait = self.shared.decision_wait;
-            // As for one event: if the arbiter stops, the events are durable and the new owner
-            // decides them; asking again gets the decisions.
-            tokio::select! {
-                biased;
-                answers = self.shared.append_many(partition, events, wait) => answers,
-                () = self.shared.ownership.stopped_serving(partition) => {
-                    each(n, |partition| PartitionError::Moved { partition })
-                }
-            }
+            self.shared.append_many(self.partition, events, wait).await
         })
     }
 

@@ -244,3 +244,26 @@ def test_claim_many_async(server: Server, key: Callable[[str], str]) -> None:
             assert isinstance(results[1], ApiError) and results[1].code == "invalid_key"
 
     asyncio.run(main())
+
+
+def test_exactly_once_many_async_runs_the_effects_side_by_side(server: Server, key: Callable[[str], str]) -> None:
+    async def main() -> None:
+        both_running = asyncio.Event()
+        running: List[str] = []
+
+        async def charge(operation_id: str, intent: Intent) -> str:
+            running.append(intent.key)
+            if len(running) == 2:
+                both_running.set()
+            # Each waits until both have started: run one after the other, this never ends.
+            await asyncio.wait_for(both_running.wait(), 20)
+            return f"ch-{intent.key[-1]}"
+
+        keys = [key("aeom-0"), key("aeom-1")]
+        async with AsyncClient(server.base, TOKEN_A) as ledger:
+            out = await ledger.exactly_once_many([Intent("payments.charge", k, CHARGE) for k in keys], charge)
+            assert out == [Result("ch-0", 200, {}), Result("ch-1", 200, {})], out
+            again = await ledger.exactly_once_many([Intent("payments.charge", k, CHARGE) for k in keys], charge)
+            assert again == out and len(running) == 2, "replayed, not run again"
+
+    asyncio.run(main())

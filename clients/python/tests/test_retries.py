@@ -15,6 +15,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import pytest
 from conftest import CHARGE, LogWatch
 
+import opledger
 from opledger import ApiError, AsyncClient, Client, TransportError
 
 TOKEN = "stub-token-5e1f"
@@ -183,4 +184,35 @@ def test_the_async_client_retries_503_too(stub_factory: type) -> None:
             return (await client.claim("payments.charge", "order-9", CHARGE, "w")).decision
 
     assert asyncio.run(main()) == "execute"
+    assert len(stub.received) == 2
+
+
+def test_a_batchs_retriable_items_are_sent_again_alone(stub_factory: type, logs: LogWatch) -> None:
+    late = {"status": 503, "error": {**UNAVAILABLE["error"], "code": "decision_timeout", "retry_after": 0}}
+    refused = {"status": 400, "error": {"code": "invalid_key", "message": "bad", "retriable": False}}
+    first = {"count": 3, "results": [{**EXECUTE, "status": 201}, late, refused]}
+    second = {"count": 1, "results": [{**EXECUTE, "operation_id": "0b0e7f4e-0000-4000-8000-000000000002", "status": 201}]}
+    stub = stub_factory([answer(200, first), answer(200, second)])
+    intents = [opledger.Intent("payments.charge", f"k-{i}", CHARGE) for i in range(3)]
+    with Client(stub.base, TOKEN, retries=2, backoff=0.01) as client:
+        results = client.claim_many(intents)
+    assert [type(r).__name__ for r in results] == ["Claim", "Claim", "ApiError"], results
+    assert getattr(results[1], "operation_id") == "0b0e7f4e-0000-4000-8000-000000000002"
+    assert getattr(results[2], "code") == "invalid_key", "a refusal that is not retriable stays"
+    sent = [json.loads(body)["intents"] for _, _, _, body in stub.received]
+    assert [len(s) for s in sent] == [3, 1]
+    assert sent[1][0] == sent[0][1], "the retriable item again, exactly as sent (its holder too)"
+    assert [getattr(r, "code") for r in logs.of("retry")] == ["batch_items"]
+
+
+def test_a_batchs_retriable_items_stay_refused_once_retries_run_out(stub_factory: type) -> None:
+    late = {"status": 503, "error": {**UNAVAILABLE["error"], "retry_after": 0}}
+    stub = stub_factory([answer(200, {"count": 1, "results": [late]})] * 2)
+
+    async def main() -> List[object]:
+        async with AsyncClient(stub.base, TOKEN, retries=1, backoff=0.01) as client:
+            return list(await client.claim_many([opledger.Intent("payments.charge", "k", CHARGE)]))
+
+    results = asyncio.run(main())
+    assert isinstance(results[0], ApiError) and results[0].retriable and results[0].retry_after == 0
     assert len(stub.received) == 2

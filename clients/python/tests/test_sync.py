@@ -630,6 +630,39 @@ def test_claim_many_answers_each_intent_as_a_claim_of_its_own(
         client.claim_many([])
 
 
+def test_a_retried_batch_of_default_holders_gets_the_same_answers(
+    client: Client, key: Callable[[str], str]
+) -> None:
+    # Holders drawn when the intents are made: sent again, the same intents are the same
+    # holders, so what they run is theirs to run (execute again), never "in progress".
+    intents = [opledger.Intent("payments.charge", key(f"dh-{i}"), CHARGE) for i in range(3)]
+    assert len({i.holder for i in intents}) == 3, "a holder of its own each"
+    first = client.claim_many(intents)
+    again = client.claim_many(intents)
+    for one, two in zip(first, again):
+        assert isinstance(one, opledger.Claim) and isinstance(two, opledger.Claim)
+        assert (one.decision, two.decision) == ("execute", "execute"), (one, two)
+        assert one.operation_id == two.operation_id
+    # Another worker's intents (new holders) are told the operations are in progress.
+    other = client.claim_many([opledger.Intent("payments.charge", i.key, CHARGE) for i in intents])
+    assert [getattr(r, "decision") for r in other] == ["in_progress"] * 3
+
+
+def test_a_key_the_ledger_refuses_is_refused_alone_in_a_batch(
+    client: Client, key: Callable[[str], str]
+) -> None:
+    results = client.claim_many(
+        [
+            opledger.Intent("payments.charge", "caf\u00e9 \n", CHARGE),
+            opledger.Intent("payments.charge", key("beside-bad-key"), CHARGE),
+        ]
+    )
+    bad, good = results
+    assert isinstance(bad, ApiError) and (bad.status, bad.code) == (400, "invalid_key"), bad
+    assert "caf" not in str(bad), "the key is never echoed"
+    assert isinstance(good, opledger.Claim) and good.decision == "execute"
+
+
 def test_report_many_answers_each_report_as_its_own_call(
     client: Client, key: Callable[[str], str]
 ) -> None:
@@ -651,3 +684,53 @@ def test_report_many_answers_each_report_as_its_own_call(
     assert isinstance(refused, Rejected), refused
     with pytest.raises(ValueError):
         client.report_many([opledger.ReportIntent(ids[0], "complete", "w1")])
+
+
+def test_exactly_once_many_runs_each_effect_once_and_reports_each_outcome(
+    client: Client, key: Callable[[str], str]
+) -> None:
+    ran: List[str] = []
+
+    def charge(operation_id: str, intent: opledger.Intent) -> str:
+        ran.append(intent.key)
+        if intent.key.endswith("declined"):
+            raise opledger.DefiniteFailure("card_declined")
+        if intent.key.endswith("boom"):
+            raise RuntimeError("the provider timed out")
+        return f"ch-{operation_id[:8]}"
+
+    keys = [key("eom-ok"), key("eom-declined"), key("eom-boom")]
+    intents = [opledger.Intent("payments.charge", k, CHARGE) for k in keys]
+    intents.append(opledger.Intent("payments.charge", "not a key \n", CHARGE))
+    ok, declined, boom, bad = client.exactly_once_many(intents, charge, status=201)
+    assert ran == keys, "each effect that may run ran once; the refused intent did not"
+    assert isinstance(ok, Result) and ok.resource_ref.startswith("ch-") and ok.status == 201, ok
+    assert isinstance(declined, opledger.DefiniteFailure) and declined.code == "card_declined"
+    assert declined.operation_id, "the failure names its operation"
+    assert isinstance(boom, opledger.OpledgerError) and isinstance(boom.__cause__, RuntimeError)
+    assert isinstance(bad, ApiError) and bad.code == "invalid_key"
+
+    # What the ledger now holds, for a new worker's batch: nothing runs again.
+    again = client.exactly_once_many([opledger.Intent("payments.charge", k, CHARGE) for k in keys], charge)
+    assert ran == keys
+    assert again[0] == ok, "the stored result replays"
+    assert isinstance(again[1], opledger.DefiniteFailure) and again[1].replayed
+    assert isinstance(again[2], opledger.OutcomeUnknown), again[2]
+    assert client.lookup("payments.charge", keys[0]).state == "completed"
+
+
+def test_exactly_once_many_releases_what_an_interruption_kept_from_running(
+    client: Client, key: Callable[[str], str]
+) -> None:
+    keys = [key("eom-int-0"), key("eom-int-1"), key("eom-int-2")]
+
+    def stop_at_second(operation_id: str, intent: opledger.Intent) -> str:
+        if intent.key == keys[1]:
+            raise KeyboardInterrupt
+        return "ch-first"
+
+    with pytest.raises(KeyboardInterrupt):
+        client.exactly_once_many([opledger.Intent("payments.charge", k, CHARGE) for k in keys], stop_at_second)
+    states = [client.lookup("payments.charge", k).state for k in keys]
+    # Run and reported; interrupted while running (may have happened); never run (released).
+    assert states == ["completed", "outcome_unknown", "released"], states

@@ -9,7 +9,7 @@ use crate::clock::SharedClock;
 use crate::log::model::{Appended, EventLog, LogError, LogRecord, NewRecord, Offset};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{FutureProducer, Producer};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -31,25 +31,13 @@ pub struct KafkaOptions {
     pub clock: SharedClock,
 }
 
-/// The broker's append time from a produce response, if it is one. Brokers report it only for
-/// LogAppendTime topics; librdkafka's mock cluster reports a fixed placeholder for every topic,
-/// so a time more than a day from this producer's is not taken (readers of a CreateTime topic
-/// see the producer's time).
-fn broker_time(reported_ms: i64, ours_ms: u64) -> u64 {
-    const DAY_MS: u64 = 24 * 60 * 60 * 1000;
-    match u64::try_from(reported_ms) {
-        Ok(t) if t.abs_diff(ours_ms) <= DAY_MS => t,
-        _ => ours_ms,
-    }
-}
-
 /// Longest a wait for new records long-polls before it asks where the partition ends again.
 const WAIT_POLL: Duration = Duration::from_millis(500);
 
 /// The Kafka-backed log.
 pub struct KafkaLog {
-    options: KafkaOptions,
-    producer: FutureProducer,
+    pub(super) options: KafkaOptions,
+    pub(super) producer: FutureProducer,
     /// For watermarks (end offsets): a consumer that never subscribes.
     meta: Arc<BaseConsumer>,
     /// One reader per partition, with the offset it will return next.
@@ -59,7 +47,7 @@ pub struct KafkaLog {
     /// Hash of the cluster id and the topic.
     log_id: [u8; 16],
     /// Whether the "not broker-stamped" warning was given.
-    warned_create_time: std::sync::atomic::AtomicBool,
+    pub(super) warned_create_time: std::sync::atomic::AtomicBool,
 }
 
 impl KafkaLog {
@@ -156,7 +144,7 @@ impl KafkaLog {
     }
 
     /// A timestamp for the next record of `partition`: now, but never before the last one.
-    fn stamp(&self, partition: u32) -> u64 {
+    pub(super) fn stamp(&self, partition: u32) -> u64 {
         let now = self.options.clock.now_ms();
         let last = &self.last_ts[partition as usize];
         let mut prev = last.load(Ordering::SeqCst);
@@ -181,50 +169,7 @@ impl EventLog for KafkaLog {
         records: Vec<NewRecord>,
     ) -> Result<Vec<Appended>, LogError> {
         self.check(partition)?;
-        // Enqueue all first, in order (the idempotent producer keeps that order), then wait.
-        let mut pending = Vec::with_capacity(records.len());
-        for record in &records {
-            let ts = self.stamp(partition);
-            let message = FutureRecord::to(&self.options.topic)
-                .partition(partition as i32)
-                .key(&record.key[..])
-                .payload(&record.payload[..])
-                .timestamp(i64::try_from(ts).unwrap_or(i64::MAX));
-            let delivery = self
-                .producer
-                .send_result(message)
-                .map_err(|(e, _)| backend("enqueueing an event", e))?;
-            pending.push((delivery, ts));
-        }
-        let mut appended = Vec::with_capacity(pending.len());
-        for (delivery, ts) in pending {
-            let delivered = delivery
-                .await
-                .map_err(|_| LogError::Closed)?
-                .map_err(|(e, _)| backend("appending an event", e))?;
-            // On a LogAppendTime topic (what `ensure_topics` creates) the broker's time is what
-            // readers see; otherwise the record keeps the time this producer gave it.
-            let timestamp_ms = match delivered.timestamp {
-                rdkafka::Timestamp::LogAppendTime(t) if t >= 0 => broker_time(t, ts),
-                _ => {
-                    if !self.warned_create_time.swap(true, Ordering::Relaxed) {
-                        tracing::warn!(
-                            topic = %self.options.topic,
-                            "the events topic is not stamped by the broker (LogAppendTime): event \
-                             times come from each node's clock, so leases are only as right as \
-                             the nodes' clocks agree"
-                        );
-                    }
-                    ts
-                }
-            };
-            appended.push(Appended {
-                offset: Offset::try_from(delivered.offset)
-                    .map_err(|_| backend("appending an event", "negative offset"))?,
-                timestamp_ms,
-            });
-        }
-        Ok(appended)
+        self.produce(partition, &records).await
     }
 
     async fn read(

@@ -12,6 +12,7 @@
 //! several producers on one partition still give non-decreasing timestamps.
 
 mod event_log;
+mod produce;
 mod reader;
 mod settings;
 mod topics;

@@ -6,13 +6,10 @@ from __future__ import annotations
 import email.utils
 import json
 import logging
-import os
 import random
 import re
-import socket
 import ssl
 import time
-import uuid
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -32,6 +29,7 @@ from .errors import (
     error_for_claim,
 )
 from .models import (
+    default_holder,
     Claim,
     Intent,
     ReportIntent,
@@ -51,7 +49,6 @@ BATCH_INTENTS_MAX = 1000
 
 # Characters that may travel in an HTTP header value: visible ASCII, space and tab.
 _HEADER_SAFE = re.compile(r"^[\x20-\x7e\t]*$")
-_HOLDER_UNSAFE = re.compile(r"[^!-~]")
 
 # Statuses a proxy may answer without an opledger error body that are safe to retry.
 _RETRIABLE_BARE = (502, 503, 504)
@@ -67,17 +64,6 @@ def check_header_value(value: Any, what: str) -> str:
     if not _HEADER_SAFE.match(value):
         raise ValueError(f"the {what} must be visible ASCII (it is not shown here)")
     return value
-
-
-def default_holder() -> str:
-    """A holder unique to one call: ``<host>-<pid>-<random>``.
-
-    The ledger gives ``execute`` again to the *same* holder re-claiming its live operation
-    (a worker that lost the first answer carries on), so two concurrent calls must never
-    share a holder unless they are the same worker.
-    """
-    host = _HOLDER_UNSAFE.sub("", socket.gethostname())[:64] or "host"
-    return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
 
 def _json_default(value: Any) -> Any:
@@ -263,17 +249,38 @@ class Base:
             raise ValueError(f"a batch carries 1 to {BATCH_INTENTS_MAX} intents, not {len(intents)}")
         body = []
         for intent in intents:
-            check_header_value(intent.key, "key")
+            # In the body, a key need not be a header value: one the ledger refuses is refused
+            # alone, in its result.
+            if not isinstance(intent.key, str):
+                raise TypeError("an intent's key must be a str")
             one: Dict[str, Any] = {
                 "key": intent.key,
                 "tool": intent.tool,
-                "holder": intent.holder or default_holder(),
+                "holder": intent.holder,
                 "request": dict(intent.request),
             }
             if intent.parent is not None:
                 one["parent"] = intent.parent
             body.append(one)
         return self._call("POST", "/v1/operations/batch", {"intents": body})
+
+    def _items_again(self, call: Call, results: Sequence[Any], attempt: int) -> Tuple[List[int], float]:
+        """The items of a batch's answer to send again — those refused as retriable (the
+        node was unavailable, the decision late) — and the wait before, honouring their
+        ``retry_after``; none once the retries are spent."""
+        again = [i for i, r in enumerate(results) if isinstance(r, ApiError) and r.retriable]
+        if not again:
+            return [], 0.0
+        afters = [r.retry_after for r in (results[i] for i in again) if r.retry_after is not None]
+        delay = self.retry.delay(attempt, max(afters) if afters else None)
+        if delay is None:
+            return [], 0.0
+        log.info(
+            "%s %s: %d of %d items retriable; retry %d of %d in %.2f s",
+            call.method, call.path, len(again), len(results), attempt + 1, self.retry.retries, delay,
+            extra={"opledger_event": "retry", "status": None, "code": "batch_items"},
+        )
+        return again, delay
 
     @staticmethod
     def _batch_of(call: Call, answer: Answer) -> List[Union[Claim, ApiError]]:
@@ -518,8 +525,11 @@ def _item_error(call: Call, status: int, result: Mapping[str, Any]) -> Optional[
     error = result.get("error")
     if not isinstance(error, dict):
         return None
+    after = error.get("retry_after")
     return ApiError(status, str(error.get("code", "")), str(error.get("message", "")),
-                    error.get("retriable") is True, method=call.method, path=call.path)
+                    error.get("retriable") is True,
+                    retry_after=float(after) if isinstance(after, (int, float)) else None,
+                    method=call.method, path=call.path)
 
 
 def settle(claim: Claim) -> Optional[Result]:

@@ -16,11 +16,22 @@ import functools
 import inspect
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-from ._core import Answer, Base, Call, KeySource, Waiter, default_holder, log, log_wait, op_path, settle
+from ._core import Answer, Base, Call, KeySource, Waiter, log, log_wait, op_path, settle
+from . import _many
 from ._transport import TRANSPORT_ERRORS, Response
-from .client import ParentSource, RequestSource, _ExecutionState, as_result, call_inputs, status_of
+from .client import (
+    ParentSource,
+    R,
+    RequestSource,
+    T,
+    _claim_of,
+    _ExecutionState,
+    as_result,
+    call_inputs,
+    status_of,
+)
 from .errors import ApiError, DefiniteFailure, NotAccepted, OpledgerError, UnreportedOperation
-from .models import Claim, Intent, Operation, Report, ReportIntent, Result
+from .models import Claim, Intent, Operation, Report, ReportIntent, Result, default_holder
 
 __all__ = ["AsyncClient", "AsyncExecution"]
 
@@ -78,12 +89,10 @@ class AsyncClient(Base):
         return self._operation_of(await self._send(self._call("GET", op_path(operation_id))))
 
     async def claim_many(self, intents: Sequence[Intent]) -> List[Union[Claim, ApiError]]:
-        call = self._batch_call(intents)
-        return self._batch_of(call, await self._send(call))
+        return await self._batch(intents, self._batch_call, self._batch_of)
 
     async def report_many(self, reports: Sequence[ReportIntent]) -> List[Union[Report, OpledgerError]]:
-        call = self._reports_call(reports)
-        return self._reports_of(call, await self._send(call))
+        return await self._batch(reports, self._reports_call, self._reports_of)
 
     async def lookup(self, tool: str, key: str) -> Operation:
         return self._operation_of(await self._send(self._lookup_call(tool, key)))
@@ -202,12 +211,105 @@ class AsyncClient(Base):
 
         return decorate
 
+    async def exactly_once_many(
+        self,
+        intents: Sequence[Intent],
+        effect: Callable[[str, Intent], Any],
+        *,
+        status: int = 200,
+        wait_limit: Optional[float] = None,
+    ) -> List[_many.Outcome]:
+        """As :meth:`opledger.Client.exactly_once_many`, with the effects (``async def`` or
+        plain) run side by side. Cancelled, the effects that finished are reported, the
+        others (they may have happened) ``unknown``, and the cancellation is raised."""
+        claims = await self._claim_many_decided(intents, wait_limit)
+        known, run = _many.settled(claims)
+        produced: Dict[int, Any] = {}
+
+        async def one(i: int) -> None:
+            claim = _claim_of(claims[i])
+            try:
+                made = effect(claim.operation_id, intents[i])
+                if inspect.isawaitable(made):
+                    made = await made
+                produced[i] = as_result(made, status)
+            except Exception as error:  # noqa: BLE001 - reported, and returned in its place
+                produced[i] = error
+
+        try:
+            await asyncio.gather(*(one(i) for i in run))
+        except BaseException as interruption:
+            for i in run:
+                produced.setdefault(i, interruption)
+            try:
+                await self._reported(claims, intents, produced, status)
+            except OpledgerError as error:
+                log.warning("could not report a batch after an interruption: %s", error,
+                            extra={"opledger_event": "report_failed"})
+            raise
+        return _many.place(known, await self._reported(claims, intents, produced, status))
+
+    async def _reported(
+        self,
+        claims: Sequence[Union[Claim, OpledgerError]],
+        intents: Sequence[Intent],
+        produced: Dict[int, Any],
+        status: int,
+    ) -> Dict[int, _many.Outcome]:
+        """Reports the effects run, in one request: each one's outcome."""
+        if not produced:
+            return {}
+        order = sorted(produced)
+        reports = [_many.report_for(_claim_of(claims[i]), intents[i], produced[i], status) for i in order]
+        answers = await self.report_many(reports)
+        return {i: _many.outcome_of(r, a, produced[i]) for i, r, a in zip(order, reports, answers)}
+
+    async def _claim_many_decided(
+        self, intents: Sequence[Intent], wait_limit: Optional[float]
+    ) -> List[Union[Claim, OpledgerError]]:
+        """As :meth:`opledger.Client._claim_many_decided`."""
+        waiter = Waiter(self.wait_limit if wait_limit is None else wait_limit)
+        claims: List[Union[Claim, OpledgerError]] = list(await self.claim_many(intents))
+        while True:
+            waiting = [i for i, c in enumerate(claims) if isinstance(c, Claim) and c.decision == "in_progress"]
+            if not waiting:
+                return claims
+            delay = waiter.delay()
+            if delay is None:
+                for i in waiting:
+                    claims[i] = waiter.timeout(_claim_of(claims[i]))
+                return claims
+            log_wait(_claim_of(claims[waiting[0]]), delay)
+            await asyncio.sleep(delay)
+            for i, again in zip(waiting, await self.claim_many([intents[i] for i in waiting])):
+                claims[i] = again
+
     # -- internals ---------------------------------------------------------------------
 
     async def _exchange(self, call: Call) -> Response:
         return await asyncio.to_thread(
             self._transport.exchange, call.method, call.path, call.headers, call.body
         )
+
+    async def _batch(
+        self,
+        items: Sequence[T],
+        make: Callable[[Sequence[T]], Call],
+        read: Callable[[Call, Answer], List[R]],
+    ) -> List[R]:
+        """As :meth:`Client._batch`: the batch, then its retriable items again."""
+        call = make(items)
+        results = read(call, await self._send(call))
+        attempt = 0
+        while True:
+            again, delay = self._items_again(call, results, attempt)
+            if not again:
+                return results
+            await asyncio.sleep(delay)
+            call = make([items[i] for i in again])
+            for i, result in zip(again, read(call, await self._send(call))):
+                results[i] = result
+            attempt += 1
 
     async def _send(self, call: Call) -> Answer:
         attempt = 0

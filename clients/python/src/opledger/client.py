@@ -14,19 +14,22 @@ from ._core import (
     Call,
     KeySource,
     Waiter,
-    default_holder,
     log,
     log_wait,
     op_path,
     settle,
 )
+from . import _many
 from ._transport import TRANSPORT_ERRORS
 from .errors import ApiError, DefiniteFailure, NotAccepted, OpledgerError, UnreportedOperation
-from .models import Claim, Intent, Operation, Report, ReportIntent, Result
+from .models import Claim, Intent, Operation, Report, ReportIntent, Result, default_holder
 
 __all__ = ["Client", "Execution"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+# A batch's items and their results.
+T = TypeVar("T")
+R = TypeVar("R")
 
 RequestSource = Callable[..., Mapping[str, Any]]
 ParentSource = Union[str, Callable[..., Optional[str]], None]
@@ -65,16 +68,17 @@ class Client(Base):
         """``POST /v1/operations/batch``: claim up to 1,000 intents in one request. One result
         per intent, in order: the :class:`Claim` a claim of its own would have returned, or the
         :class:`ApiError` it would have raised (returned here, not raised: one bad intent never
-        fails the others). Raises only when the batch itself is refused."""
-        call = self._batch_call(intents)
-        return self._batch_of(call, self._send(call))
+        fails the others). Items refused as retriable (the node unavailable, a decision late)
+        are sent again, up to ``retries`` times, honouring their ``retry_after``. Raises only
+        when the batch itself is refused."""
+        return self._batch(intents, self._batch_call, self._batch_of)
 
     def report_many(self, reports: Sequence[ReportIntent]) -> List[Union[Report, OpledgerError]]:
         """``POST /v1/reports/batch``: up to 1,000 reports in one request. One result per
         report, in order: the :class:`Report` its own call would have returned, or the error
-        it would have raised (:class:`Rejected`, :class:`ApiError`), returned in its place."""
-        call = self._reports_call(reports)
-        return self._reports_of(call, self._send(call))
+        it would have raised (:class:`Rejected`, :class:`ApiError`), returned in its place.
+        Retriable refusals are sent again, as for :meth:`claim_many`."""
+        return self._batch(reports, self._reports_call, self._reports_of)
 
     def complete(
         self,
@@ -261,7 +265,124 @@ class Client(Base):
 
         return decorate
 
+    def exactly_once_many(
+        self,
+        intents: Sequence[Intent],
+        effect: Callable[[str, Intent], Any],
+        *,
+        status: int = 200,
+        wait_limit: Optional[float] = None,
+    ) -> List[_many.Outcome]:
+        """Run a batch of side effects, each at most once per key: claim them in one request,
+        call ``effect(operation_id, intent)`` for each that may run (it returns the result
+        reference, a ``str`` reported with ``status``, or a :class:`Result`), and report them
+        all in one request. One outcome per intent, in order: the stored :class:`Result`
+        (run now or replayed) or the error a single :meth:`exactly_once` call would have
+        raised, returned in its place (one intent's trouble never stops the others). An
+        effect that raises :class:`DefiniteFailure` or :class:`NotAccepted` is reported as
+        that failure, any other exception as ``unknown``. Intents in progress with another
+        holder are claimed again (all together) until ``wait_limit``. Interrupted
+        (``KeyboardInterrupt``), the effects already run are reported, those not yet run are
+        released (``not_accepted``), and the interruption is raised."""
+        claims = self._claim_many_decided(intents, wait_limit)
+        known, run = _many.settled(claims)
+        produced: Dict[int, Any] = {}
+        try:
+            for i in run:
+                claim = claims[i]
+                assert isinstance(claim, Claim)
+                try:
+                    produced[i] = as_result(effect(claim.operation_id, intents[i]), status)
+                except Exception as error:  # noqa: BLE001 - reported, and returned in its place
+                    produced[i] = error
+        except BaseException as interruption:
+            self._report_interrupted(claims, intents, run, produced, interruption, status)
+            raise
+        return _many.place(known, self._reported(claims, intents, produced, status))
+
+    def _reported(
+        self,
+        claims: Sequence[Union[Claim, OpledgerError]],
+        intents: Sequence[Intent],
+        produced: Dict[int, Any],
+        status: int,
+    ) -> Dict[int, _many.Outcome]:
+        """Reports the effects run, in one request: each one's outcome."""
+        if not produced:
+            return {}
+        order = sorted(produced)
+        reports = [_many.report_for(_claim_of(claims[i]), intents[i], produced[i], status) for i in order]
+        answers = self.report_many(reports)
+        return {i: _many.outcome_of(r, a, produced[i]) for i, r, a in zip(order, reports, answers)}
+
+    def _report_interrupted(
+        self,
+        claims: Sequence[Union[Claim, OpledgerError]],
+        intents: Sequence[Intent],
+        run: Sequence[int],
+        produced: Dict[int, Any],
+        interruption: BaseException,
+        status: int,
+    ) -> None:
+        """After an interruption: the effects run reported, the one interrupted unknown,
+        those never run released. Never hides the interruption."""
+        reports = []
+        for i in run:
+            if i in produced:
+                reports.append(_many.report_for(_claim_of(claims[i]), intents[i], produced[i], status))
+            elif not any(j not in produced and j < i for j in run):
+                reports.append(_many.report_for(_claim_of(claims[i]), intents[i], interruption, status))
+            else:
+                reports.append(_many.interrupted(_claim_of(claims[i]), intents[i]))
+        try:
+            self.report_many(reports)
+        except OpledgerError as error:
+            log.warning("could not report a batch after an interruption: %s", error,
+                        extra={"opledger_event": "report_failed"})
+
+    def _claim_many_decided(
+        self, intents: Sequence[Intent], wait_limit: Optional[float]
+    ) -> List[Union[Claim, OpledgerError]]:
+        """Claims a batch; those in progress with another holder again, together, until
+        decided or the wait limit (then :class:`InProgressTimeout` in their place)."""
+        waiter = Waiter(self.wait_limit if wait_limit is None else wait_limit)
+        claims: List[Union[Claim, OpledgerError]] = list(self.claim_many(intents))
+        while True:
+            waiting = [i for i, c in enumerate(claims) if isinstance(c, Claim) and c.decision == "in_progress"]
+            if not waiting:
+                return claims
+            delay = waiter.delay()
+            if delay is None:
+                for i in waiting:
+                    claims[i] = waiter.timeout(_claim_of(claims[i]))
+                return claims
+            log_wait(_claim_of(claims[waiting[0]]), delay)
+            time.sleep(delay)
+            for i, again in zip(waiting, self.claim_many([intents[i] for i in waiting])):
+                claims[i] = again
+
     # -- internals ---------------------------------------------------------------------
+
+    def _batch(
+        self,
+        items: Sequence[T],
+        make: Callable[[Sequence[T]], Call],
+        read: Callable[[Call, Answer], List[R]],
+    ) -> List[R]:
+        """Sends a batch, then again its items refused as retriable, until none is or the
+        retries are spent."""
+        call = make(items)
+        results = read(call, self._send(call))
+        attempt = 0
+        while True:
+            again, delay = self._items_again(call, results, attempt)
+            if not again:
+                return results
+            time.sleep(delay)
+            call = make([items[i] for i in again])
+            for i, result in zip(again, read(call, self._send(call))):
+                results[i] = result
+            attempt += 1
 
     def _send(self, call: Call) -> Answer:
         attempt = 0
@@ -419,3 +540,9 @@ def as_result(produced: Any, status: int) -> Result:
     raise TypeError(
         "a side effect decorated with exactly_once returns its resource reference (str) or an opledger.Result"
     )
+
+
+def _claim_of(claim: Any) -> Claim:
+    """A batch slot known to hold a claim."""
+    assert isinstance(claim, Claim)
+    return claim

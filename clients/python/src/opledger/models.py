@@ -7,6 +7,10 @@ other fields are present when the server sends them. ``raw`` keeps the whole JSO
 
 from __future__ import annotations
 
+import os
+import re
+import socket
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -225,15 +229,32 @@ def parse_report(body: Mapping[str, Any]) -> Report:
     return Report(**_operation_fields(body), decision=str(body.get("decision", "")))
 
 
+_HOLDER_UNSAFE = re.compile(r"[^!-~]")
+
+
+def default_holder() -> str:
+    """A holder unique to one call: ``<host>-<pid>-<random>``.
+
+    The ledger gives ``execute`` again to the *same* holder re-claiming its live operation
+    (a worker that lost the first answer carries on), so two concurrent calls must never
+    share a holder unless they are the same worker.
+    """
+    host = _HOLDER_UNSAFE.sub("", socket.gethostname())[:64] or "host"
+    return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+
+
 @dataclass(frozen=True)
 class Intent:
     """One intent of a batch (:meth:`Client.claim_many`): what :meth:`Client.claim` takes.
-    ``holder`` defaults to the client's own (host and process)."""
+    ``holder`` defaults to one drawn when the intent is made (:func:`default_holder`), so
+    sending the same ``Intent`` again — a retried batch — claims as the same holder and gets
+    the same answers (``execute`` again for an operation it runs); a new worker makes new
+    intents."""
 
     tool: str
     key: str = field(repr=False)
     request: Mapping[str, Any] = field(repr=False)
-    holder: Optional[str] = None
+    holder: str = field(default_factory=lambda: default_holder())
     parent: Optional[str] = None
 
 

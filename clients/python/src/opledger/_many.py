@@ -1,0 +1,97 @@
+"""A batch of side effects, each run at most once (``exactly_once_many``): what the sync and
+asyncio clients share. The batch is claimed in one request, the effects that may run are run,
+and their outcomes reported in one request; each intent gets its own outcome, in order."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from ._core import log, settle
+from .errors import DefiniteFailure, NotAccepted, OpledgerError
+from .models import Claim, Intent, Report, ReportIntent, Result
+
+#: What one intent of a batch came to: the stored result (run now or replayed), or the
+#: error a single ``exactly_once`` call would have raised.
+Outcome = Union[Result, OpledgerError]
+
+#: Reported for an effect a batch never ran because the caller was interrupted (it provably
+#: never reached the external system: the key is released).
+INTERRUPTED = "interrupted_before_run"
+
+
+def settled(claims: Sequence[Union[Claim, OpledgerError]]) -> Tuple[List[Optional[Outcome]], List[int]]:
+    """Each intent's outcome where its claim already says it (a replay's stored result, a
+    refusal, a decision that forbids executing), and the indexes of those to run."""
+    known: List[Optional[Outcome]] = []
+    run: List[int] = []
+    for i, claim in enumerate(claims):
+        if isinstance(claim, OpledgerError):
+            known.append(claim)
+            continue
+        try:
+            stored = settle(claim)
+        except OpledgerError as refused:
+            known.append(refused)
+            continue
+        known.append(stored)
+        if stored is None:
+            run.append(i)
+    return known, run
+
+
+def report_for(claim: Claim, intent: Intent, produced: Any, status: int) -> ReportIntent:
+    """What to report for one effect, from what it returned or raised (``produced``): its
+    result; a definite or not-accepted failure; otherwise ``unknown`` (it may have happened)."""
+    holder = intent.holder
+    if isinstance(produced, DefiniteFailure):
+        produced.operation_id = produced.operation_id or claim.operation_id
+        return ReportIntent(claim.operation_id, "fail", holder, kind="definite", code=produced.code)
+    if isinstance(produced, NotAccepted):
+        produced.operation_id = produced.operation_id or claim.operation_id
+        return ReportIntent(claim.operation_id, "fail", holder, kind="not_accepted", code=produced.code)
+    if isinstance(produced, BaseException):
+        return ReportIntent(claim.operation_id, "unknown", holder)
+    assert isinstance(produced, Result)
+    found = Result(produced.resource_ref, produced.status if produced.status is not None else status, produced.headers)
+    return ReportIntent(claim.operation_id, "complete", holder, result=found)
+
+
+def interrupted(claim: Claim, intent: Intent) -> ReportIntent:
+    """The report of an effect the batch never ran."""
+    return ReportIntent(claim.operation_id, "fail", intent.holder, kind="not_accepted", code=INTERRUPTED)
+
+
+def outcome_of(report: ReportIntent, answer: Union[Report, OpledgerError], produced: Any) -> Outcome:
+    """An effect's outcome once reported: the stored result, or what the effect raised. A
+    report the ledger refused is logged; a completed effect whose report was refused
+    returns that refusal (its result is not stored)."""
+    if isinstance(answer, OpledgerError):
+        log.warning(
+            "operation %s: the %s report was refused: %s",
+            report.operation_id,
+            report.report,
+            answer,
+            extra={"opledger_event": "report_failed", "operation_id": report.operation_id},
+        )
+        if report.report == "complete":
+            return answer
+    if isinstance(produced, OpledgerError):
+        return produced
+    if isinstance(produced, BaseException):
+        # Not an opledger error: the effect's own exception, kept as the cause.
+        unknown = OpledgerError(f"operation {report.operation_id}: the side effect raised; it was reported unknown")
+        unknown.__cause__ = produced
+        return unknown
+    assert report.result is not None
+    stored = answer.result if isinstance(answer, Report) and answer.result is not None else None
+    return stored or report.result
+
+
+def place(known: List[Optional[Outcome]], outcomes: Dict[int, Outcome]) -> List[Outcome]:
+    """Every intent's outcome, in order."""
+    out: List[Outcome] = []
+    for i, k in enumerate(known):
+        o = outcomes.get(i, k)
+        assert o is not None, "every intent is settled or run"
+        out.append(o)
+    return out
