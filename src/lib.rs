@@ -26,6 +26,7 @@ pub mod consumers;
 /// The pure core (its own crate, `src/core`, so that the compiler keeps it pure).
 pub use opledger_core as core;
 pub mod demo;
+pub mod intake;
 pub mod ledger;
 pub mod log;
 pub mod mcp;
