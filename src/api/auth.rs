@@ -104,10 +104,12 @@ pub fn admit(
 }
 
 /// Charges a batch of `count` items against its principal's rate: an item counts as a request
-/// of its own, the batch's request having paid for the first. All or none: a batch over the
-/// rate is refused whole (429, nothing appended, and its request's token given back), and one
-/// larger than the principal's burst could never pass, so it is refused as such (400
-/// `invalid_batch`).
+/// of its own, the batch's request having paid for the first when it was authenticated (before
+/// its body was read, as for any request). All or none: a batch over the rate is refused whole
+/// (429, nothing appended; `Retry-After` is when the whole batch, its request included, fits),
+/// and one larger than the principal's burst could never pass, so it is refused as such (400
+/// `invalid_batch`). The request's token is kept either way: a refused batch costs what a
+/// refused request costs.
 pub fn admit_batch(
     principals: &Principals,
     principal: &Principal,
@@ -117,13 +119,8 @@ pub fn admit_batch(
         return Ok(());
     };
     let more = u32::try_from(count.saturating_sub(1)).unwrap_or(u32::MAX);
-    // Refused whole, the batch's request takes nothing either.
-    let refused = |e: ApiError| {
-        principals.rates.refund(&principal.id, limit, 1);
-        Err(e)
-    };
     if more >= limit.burst {
-        return refused(ApiError::bad_request(
+        return Err(ApiError::bad_request(
             "invalid_batch",
             format!(
                 "principal {} may make bursts of {} requests, and each item of a batch counts as one; send at most {} per batch, or raise its burst in the config",
@@ -131,10 +128,11 @@ pub fn admit_batch(
             ),
         ));
     }
-    match principals.rates.admit_n(&principal.id, limit, more) {
-        Ok(()) => Ok(()),
-        Err(seconds) => refused(rate_limited(principal, limit, seconds)),
-    }
+    principals
+        .rates
+        .admit_n(&principal.id, limit, more)
+        // Sent again, the batch's request takes a token of its own first: one more to wait for.
+        .map_err(|seconds| rate_limited(principal, limit, seconds + 1))
 }
 
 fn rate_limited(principal: &Principal, limit: crate::config::RateLimit, seconds: u64) -> ApiError {

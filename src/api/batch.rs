@@ -12,7 +12,7 @@ use super::claims::claimed_json;
 use super::error::ApiError;
 use super::request::{bounded_to, parse_json, parse_value};
 use crate::config::Principal;
-use crate::ledger::{BATCH_INTENTS_MAX, ClaimInput};
+use crate::ledger::{BATCH_INTENTS_MAX, ClaimInput, LedgerError};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -76,7 +76,7 @@ fn refused_json(refused: ApiError) -> Value {
 
 /// An item's answer (rendered by `render`) or refusal, as a result.
 fn item_json<T>(
-    answer: Result<T, crate::ledger::LedgerError>,
+    answer: Result<T, LedgerError>,
     render: impl Fn(&T) -> (StatusCode, Value),
 ) -> Value {
     match answer {
@@ -126,7 +126,7 @@ fn in_order(
         .into_iter()
         .map(|r| {
             r.unwrap_or_else(|| {
-                let unanswered = crate::ledger::LedgerError::Unavailable("no answer".into());
+                let unanswered = LedgerError::Unavailable("no answer".into());
                 refused_json(ApiError::from(unanswered))
             })
         })
@@ -205,7 +205,17 @@ pub(super) async fn claim_batch(
     let answers = state.ledger.claim_many(&principal, &inputs).await;
     let answers = answers
         .into_iter()
-        .map(|answer| item_json(answer, |c| claimed_json(&principal, c)))
+        .map(|answer| {
+            // The ledger numbers the items it was given; the batch's own numbering counts
+            // those refused before it too.
+            let answer = answer.map_err(|e| match e {
+                LedgerError::DuplicateInBatch { first } => LedgerError::DuplicateInBatch {
+                    first: places.get(first).copied().unwrap_or(first),
+                },
+                other => other,
+            });
+            item_json(answer, |c| claimed_json(&principal, c))
+        })
         .collect();
     Ok(answered(in_order(results, places, answers)))
 }

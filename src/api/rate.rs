@@ -1,6 +1,7 @@
 //! Per-principal request rates: a token bucket per principal, so that one runaway agent cannot
 //! starve a fleet. A request over the rate is answered 429 with `Retry-After` before anything
-//! is read or appended. Buckets are kept by principal id, so a config reload that changes a
+//! is read or appended; a batch's further items are charged once its body says how many there
+//! are, all or none (`auth::admit_batch`). Buckets are kept by principal id, so a config reload that changes a
 //! principal's rate applies to its next request without resetting what it has used.
 
 use crate::config::RateLimit;
@@ -60,16 +61,6 @@ impl Limiter {
     /// (at least 1) to try again.
     pub fn admit(&self, principal: &str, limit: RateLimit) -> Result<(), u64> {
         self.admit_n(principal, limit, 1)
-    }
-
-    /// Gives back `n` tokens taken for a request that was then refused whole (a batch over
-    /// the rate), never above the burst: refused retries must not drain the bucket, or a
-    /// client retrying a batch faster than the rate refills would never get through.
-    pub fn refund(&self, principal: &str, limit: RateLimit, n: u32) {
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(bucket) = buckets.get_mut(principal) {
-            bucket.tokens = (bucket.tokens + f64::from(n)).min(f64::from(limit.burst));
-        }
     }
 
     /// Admits `n` requests' worth at once (a batch's further items), all or none. `n` above
@@ -147,8 +138,5 @@ mod tests {
         assert_eq!(limiter.admit("a", one), Ok(()));
         assert_eq!(limiter.admit("b", one), Ok(()));
         assert_eq!(limiter.admit("a", one), Err(1));
-        limiter.refund("a", one, 5);
-        assert_eq!(limiter.admit("a", one), Ok(()), "given back");
-        assert_eq!(limiter.admit("a", one), Err(1), "never above the burst");
     }
 }

@@ -113,7 +113,13 @@ pub struct RemotePartition {
     pub partition: u32,
 }
 
-/// Cuts a batch's events into parts whose request encodes within `max` bytes, in order (an
+/// Most events a part carries: its answer holds a record for each, and a record may carry a
+/// result of up to 128 KiB, so that the answer stays well within a peer message
+/// ([`peer::PEER_MESSAGE_BYTES_MAX`], 64 MiB) however large the records it answers with.
+const PART_EVENTS_MAX: usize = 256;
+
+/// Cuts a batch's events into parts of at most [`PART_EVENTS_MAX`] events whose request
+/// encodes within `max` bytes, in order (an
 /// event too large for a part of its own goes alone: the owner refuses it alone).
 fn parts(events: Vec<(ScopedHash, EventBody)>, max: usize) -> Vec<Vec<(ScopedHash, EventBody)>> {
     // Room for the request's variant, partition and length.
@@ -123,7 +129,9 @@ fn parts(events: Vec<(ScopedHash, EventBody)>, max: usize) -> Vec<Vec<(ScopedHas
     for event in events {
         let len = peer::encoded_len(&event);
         match parts.last_mut() {
-            Some(part) if size.saturating_add(len) <= max => part.push(event),
+            Some(part) if size.saturating_add(len) <= max && part.len() < PART_EVENTS_MAX => {
+                part.push(event)
+            }
             _ => {
                 parts.push(vec![event]);
                 size = FRAME;
@@ -623,6 +631,13 @@ mod tests {
         assert_eq!(sizes, [3, 3, 3, 1]);
         assert_eq!(cut.concat(), events, "every event, in order");
         assert_eq!(parts(events.clone(), usize::MAX).len(), 1);
+        let many: Vec<_> = (0..=255u8).chain(0..=10).map(beat).collect();
+        let cut: Vec<usize> = parts(many, usize::MAX).iter().map(Vec::len).collect();
+        assert_eq!(
+            cut,
+            [PART_EVENTS_MAX, 11],
+            "at most {PART_EVENTS_MAX} events a part"
+        );
         // An event larger than a part goes alone.
         assert_eq!(parts(events, 1).len(), 10);
         assert!(parts(Vec::new(), 100).is_empty());

@@ -734,3 +734,19 @@ def test_exactly_once_many_releases_what_an_interruption_kept_from_running(
     states = [client.lookup("payments.charge", k).state for k in keys]
     # Run and reported; interrupted while running (may have happened); never run (released).
     assert states == ["completed", "outcome_unknown", "released"], states
+
+
+def test_exactly_once_many_called_again_never_runs_what_another_call_holds(
+    client: Client, key: Callable[[str], str]
+) -> None:
+    # The same intents, claimed (and left running) by their own holders first: a call of
+    # exactly_once_many is another worker, so it waits and gives up, running nothing.
+    intents = [opledger.Intent("payments.charge", key(f"eom-held-{i}"), CHARGE) for i in range(2)]
+    held = client.claim_many(intents)
+    assert [getattr(c, "decision") for c in held] == ["execute", "execute"]
+    ran: List[str] = []
+    out = client.exactly_once_many(intents, lambda op_id, intent: ran.append(op_id) or "ch", wait_limit=0.3)
+    assert ran == [], "never executed while another holder runs it"
+    assert all(isinstance(o, opledger.InProgressTimeout) for o in out), out
+    # An Intent made with holder=None still gets a holder of its own.
+    assert opledger.Intent("payments.charge", "k", CHARGE, holder=None).holder  # type: ignore[arg-type]

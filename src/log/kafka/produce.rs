@@ -35,7 +35,7 @@ impl KafkaLog {
         let mut pending = std::collections::VecDeque::with_capacity(records.len());
         let mut appended = Vec::with_capacity(records.len());
         for record in records {
-            let ts = self.stamp(partition);
+            let mut ts = self.stamp(partition);
             let mut message = FutureRecord::to(&self.options.topic)
                 .partition(partition as i32)
                 .key(&record.key[..])
@@ -55,11 +55,14 @@ impl KafkaLog {
                                 ));
                             }
                             tokio::time::sleep(Duration::from_millis(5)).await;
-                            message = back;
+                            // Stamped again: others may have stamped later times meanwhile.
+                            ts = self.stamp(partition);
+                            message = back.timestamp(i64::try_from(ts).unwrap_or(i64::MAX));
                             continue;
                         };
                         appended.push(self.delivered(oldest, oldest_ts).await?);
-                        message = back;
+                        ts = self.stamp(partition);
+                        message = back.timestamp(i64::try_from(ts).unwrap_or(i64::MAX));
                     }
                     Err((e, _)) => return Err(backend("enqueueing an event", e)),
                 }

@@ -46,7 +46,12 @@ struct Chunk {
 pub(super) struct Chunks<'a> {
     db: &'a sled::Db,
     loaded: BTreeMap<ChunkKey, Chunk>,
+    /// The due times (key prefixes) whose chunks in sled are all in `loaded`.
+    dues: std::collections::HashSet<[u8; DUE_PREFIX]>,
 }
+
+/// Bytes of a chunk key before its id: `t`, partition, kind, due time.
+const DUE_PREFIX: usize = 14;
 
 fn corrupt(partition: u32, reason: &str) -> ProjectionError {
     ProjectionError::Corrupt {
@@ -78,6 +83,7 @@ impl<'a> Chunks<'a> {
         Self {
             db,
             loaded: BTreeMap::new(),
+            dues: std::collections::HashSet::new(),
         }
     }
 
@@ -152,32 +158,36 @@ impl<'a> Chunks<'a> {
         key: ChunkKey,
     ) -> Result<Option<ChunkKey>, ProjectionError> {
         let mut lowest = key;
-        lowest[14..].fill(0);
-        let in_memory = self.loaded.range(lowest..=key).next_back().map(|(k, _)| *k);
-        let in_sled = match self.db.range(lowest..=key).next_back() {
-            None => None,
-            Some(item) => {
-                let (k, value) = item?;
-                let k: ChunkKey = k[..]
-                    .try_into()
-                    .map_err(|_| corrupt(partition, "a chunk key is not 30 bytes"))?;
-                Some((k, value))
-            }
-        };
-        match (in_memory, in_sled) {
-            (Some(m), Some((s, _))) if m >= s => Ok(Some(m)),
-            (_, Some((s, value))) => {
-                if let std::collections::btree_map::Entry::Vacant(slot) = self.loaded.entry(s) {
-                    slot.insert(Chunk {
-                        ids: ids_of(&value, partition)?,
-                        in_sled: true,
-                        dirty: false,
-                    });
-                }
-                Ok(Some(s))
-            }
-            (m, None) => Ok(m),
+        lowest[DUE_PREFIX..].fill(0);
+        self.load_due(partition, lowest)?;
+        Ok(self.loaded.range(lowest..=key).next_back().map(|(k, _)| *k))
+    }
+
+    /// Reads every chunk sled holds of the due time `lowest` begins, once per group: a due
+    /// time has few (the operations decided in one log batch share it), and one forward scan
+    /// costs less than a backwards seek for each id the group adds (sled 0.34's reverse
+    /// iteration is slow: per id, it was a twelfth of a claim's CPU).
+    fn load_due(&mut self, partition: u32, lowest: ChunkKey) -> Result<(), ProjectionError> {
+        let prefix: [u8; DUE_PREFIX] = lowest[..DUE_PREFIX].try_into().expect("a prefix");
+        if !self.dues.insert(prefix) {
+            return Ok(());
         }
+        let mut highest = lowest;
+        highest[DUE_PREFIX..].fill(0xff);
+        for item in self.db.range(lowest..=highest) {
+            let (k, value) = item?;
+            let k: ChunkKey = k[..]
+                .try_into()
+                .map_err(|_| corrupt(partition, "a chunk key is not 30 bytes"))?;
+            if let std::collections::btree_map::Entry::Vacant(slot) = self.loaded.entry(k) {
+                slot.insert(Chunk {
+                    ids: ids_of(&value, partition)?,
+                    in_sled: true,
+                    dirty: false,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Writes the changed chunks: new ones first, so a reader never misses an id a split moved.

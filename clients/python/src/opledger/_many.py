@@ -4,11 +4,12 @@ and their outcomes reported in one request; each intent gets its own outcome, in
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._core import log, settle
 from .errors import DefiniteFailure, NotAccepted, OpledgerError
-from .models import Claim, Intent, Report, ReportIntent, Result
+from .models import Claim, Intent, Report, ReportIntent, Result, default_holder
 
 #: What one intent of a batch came to: the stored result (run now or replayed), or the
 #: error a single ``exactly_once`` call would have raised.
@@ -17,6 +18,24 @@ Outcome = Union[Result, OpledgerError]
 #: Reported for an effect a batch never ran because the caller was interrupted (it provably
 #: never reached the external system: the key is released).
 INTERRUPTED = "interrupted_before_run"
+
+
+def fresh(intents: Sequence[Intent]) -> List[Intent]:
+    """The intents under holders of this call's own, as a single ``exactly_once`` draws one per
+    call: a second call with the same intents — a retry after its reports failed — is another
+    worker, told ``in_progress`` while the first call's leases last, never ``execute`` again."""
+    return [dataclasses.replace(intent, holder=default_holder()) for intent in intents]
+
+
+def unknowns(claims: Sequence[Any], intents: Sequence[Intent], indexes: Sequence[int]) -> List[ReportIntent]:
+    """``unknown`` reports for effects whose outcome could not be reported as it was (they may
+    have happened): what a single ``exactly_once`` reports when its ``complete`` fails."""
+    return [ReportIntent(claims[i].operation_id, "unknown", intents[i].holder) for i in indexes]
+
+
+def refused_completes(order: Sequence[int], reports: Sequence[ReportIntent], answers: Sequence[Any]) -> List[int]:
+    """The effects whose ``complete`` report the ledger refused."""
+    return [i for i, r, a in zip(order, reports, answers) if r.report == "complete" and isinstance(a, OpledgerError)]
 
 
 def settled(claims: Sequence[Union[Claim, OpledgerError]]) -> Tuple[List[Optional[Outcome]], List[int]]:
@@ -64,7 +83,7 @@ def interrupted(claim: Claim, intent: Intent) -> ReportIntent:
 def outcome_of(report: ReportIntent, answer: Union[Report, OpledgerError], produced: Any) -> Outcome:
     """An effect's outcome once reported: the stored result, or what the effect raised. A
     report the ledger refused is logged; a completed effect whose report was refused
-    returns that refusal (its result is not stored)."""
+    returns that refusal (its result is not stored, and the effect is reported ``unknown``)."""
     if isinstance(answer, OpledgerError):
         log.warning(
             "operation %s: the %s report was refused: %s",

@@ -222,6 +222,7 @@ class AsyncClient(Base):
         """As :meth:`opledger.Client.exactly_once_many`, with the effects (``async def`` or
         plain) run side by side. Cancelled, the effects that finished are reported, the
         others (they may have happened) ``unknown``, and the cancellation is raised."""
+        intents = _many.fresh(intents)
         claims = await self._claim_many_decided(intents, wait_limit)
         known, run = _many.settled(claims)
         produced: Dict[int, Any] = {}
@@ -236,9 +237,15 @@ class AsyncClient(Base):
             except Exception as error:  # noqa: BLE001 - reported, and returned in its place
                 produced[i] = error
 
+        tasks = [asyncio.ensure_future(one(i)) for i in run]
         try:
-            await asyncio.gather(*(one(i) for i in run))
+            await asyncio.gather(*tasks)
         except BaseException as interruption:
+            # Nothing keeps running behind the caller's back: the others are cancelled and
+            # awaited before anything is reported.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             for i in run:
                 produced.setdefault(i, interruption)
             try:
@@ -261,8 +268,23 @@ class AsyncClient(Base):
             return {}
         order = sorted(produced)
         reports = [_many.report_for(_claim_of(claims[i]), intents[i], produced[i], status) for i in order]
-        answers = await self.report_many(reports)
+        try:
+            answers = await self.report_many(reports)
+        except OpledgerError:
+            await self._report_quietly(_many.unknowns(claims, intents, order))
+            raise
+        refused = _many.refused_completes(order, reports, answers)
+        if refused:
+            await self._report_quietly(_many.unknowns(claims, intents, refused))
         return {i: _many.outcome_of(r, a, produced[i]) for i, r, a in zip(order, reports, answers)}
+
+    async def _report_quietly(self, reports: List[ReportIntent]) -> None:
+        """Reports after a failure: never hides it."""
+        try:
+            await self.report_many(reports)
+        except OpledgerError as error:
+            log.warning("could not report %d operations unknown: %s", len(reports), error,
+                        extra={"opledger_event": "report_failed"})
 
     async def _claim_many_decided(
         self, intents: Sequence[Intent], wait_limit: Optional[float]

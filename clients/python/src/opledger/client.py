@@ -280,10 +280,14 @@ class Client(Base):
         (run now or replayed) or the error a single :meth:`exactly_once` call would have
         raised, returned in its place (one intent's trouble never stops the others). An
         effect that raises :class:`DefiniteFailure` or :class:`NotAccepted` is reported as
-        that failure, any other exception as ``unknown``. Intents in progress with another
-        holder are claimed again (all together) until ``wait_limit``. Interrupted
+        that failure, any other exception as ``unknown``, and one whose ``complete`` report is
+        refused or fails as ``unknown`` too. Each call claims under holders of its own (the
+        intents' holders are not used), as each :meth:`exactly_once` call does: calling again
+        with the same intents never runs an effect whose first call's lease lasts. Intents in
+        progress with another holder are claimed again (all together) until ``wait_limit``. Interrupted
         (``KeyboardInterrupt``), the effects already run are reported, those not yet run are
         released (``not_accepted``), and the interruption is raised."""
+        intents = _many.fresh(intents)
         claims = self._claim_many_decided(intents, wait_limit)
         known, run = _many.settled(claims)
         produced: Dict[int, Any] = {}
@@ -312,8 +316,23 @@ class Client(Base):
             return {}
         order = sorted(produced)
         reports = [_many.report_for(_claim_of(claims[i]), intents[i], produced[i], status) for i in order]
-        answers = self.report_many(reports)
+        try:
+            answers = self.report_many(reports)
+        except OpledgerError:
+            self._report_quietly(_many.unknowns(claims, intents, order))
+            raise
+        refused = _many.refused_completes(order, reports, answers)
+        if refused:
+            self._report_quietly(_many.unknowns(claims, intents, refused))
         return {i: _many.outcome_of(r, a, produced[i]) for i, r, a in zip(order, reports, answers)}
+
+    def _report_quietly(self, reports: List[ReportIntent]) -> None:
+        """Reports after a failure: never hides it."""
+        try:
+            self.report_many(reports)
+        except OpledgerError as error:
+            log.warning("could not report %d operations unknown: %s", len(reports), error,
+                        extra={"opledger_event": "report_failed"})
 
     def _report_interrupted(
         self,
@@ -334,11 +353,7 @@ class Client(Base):
                 reports.append(_many.report_for(_claim_of(claims[i]), intents[i], interruption, status))
             else:
                 reports.append(_many.interrupted(_claim_of(claims[i]), intents[i]))
-        try:
-            self.report_many(reports)
-        except OpledgerError as error:
-            log.warning("could not report a batch after an interruption: %s", error,
-                        extra={"opledger_event": "report_failed"})
+        self._report_quietly(reports)
 
     def _claim_many_decided(
         self, intents: Sequence[Intent], wait_limit: Optional[float]

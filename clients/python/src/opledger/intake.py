@@ -109,7 +109,8 @@ def read_decision(token: str, reply_to: str, value: bytes, signature: Optional[b
     ``None`` for anything else (another address's record, a forgery, an unsigned refusal)."""
     if signature is None:
         return None
-    if not hmac.compare_digest(decision_signature(token, reply_to, value), signature.decode(errors="replace")):
+    # Bytes against bytes: a header that is not ASCII is a mismatch, not an exception.
+    if not hmac.compare_digest(decision_signature(token, reply_to, value).encode(), bytes(signature)):
         return None
     decided: Mapping[str, Any] = json.loads(value)
     return decided

@@ -257,6 +257,11 @@ class Intent:
     holder: str = field(default_factory=lambda: default_holder())
     parent: Optional[str] = None
 
+    def __post_init__(self) -> None:
+        # ``holder=None`` (what earlier versions took) still means a holder of its own.
+        if self.holder is None:
+            object.__setattr__(self, "holder", default_holder())
+
 
 @dataclass(frozen=True)
 class ReportIntent:
