@@ -198,18 +198,12 @@ impl Client {
                 |c| json!({"key": c.key, "tool": c.tool, "holder": c.holder, "request": c.request}),
             )
             .collect();
-        let request = self
-            .http
-            .post(format!("{}/v1/operations/batch", self.base))
-            .json(&json!({ "intents": intents }));
-        let (_, value) = self.exchange(request).await?;
-        let results = value["results"]
-            .as_array()
-            .filter(|r| r.len() == claims.len())
-            .ok_or_else(|| {
-                ClientError::Unexpected("a batch answer without one result per claim".into())
-            })?;
-        Ok(results.iter().map(result_of).collect())
+        self.batch(
+            "/v1/operations/batch",
+            json!({ "intents": intents }),
+            claims.len(),
+        )
+        .await
     }
 
     /// Reports on many operations in one request (at most 1,000; each `(id, holder, outcome)`):
@@ -228,16 +222,28 @@ impl Client {
                 body
             })
             .collect();
-        let request = self
-            .http
-            .post(format!("{}/v1/reports/batch", self.base))
-            .json(&json!({ "reports": items }));
+        self.batch(
+            "/v1/reports/batch",
+            json!({ "reports": items }),
+            reports.len(),
+        )
+        .await
+    }
+
+    /// Sends a batch of `count` items to `path`: one result per item, in order.
+    async fn batch(
+        &self,
+        path: &str,
+        body: Value,
+        count: usize,
+    ) -> Result<Vec<Result<Answer, ClientError>>, ClientError> {
+        let request = self.http.post(format!("{}{path}", self.base)).json(&body);
         let (_, value) = self.exchange(request).await?;
         let results = value["results"]
             .as_array()
-            .filter(|r| r.len() == reports.len())
+            .filter(|r| r.len() == count)
             .ok_or_else(|| {
-                ClientError::Unexpected("a batch answer without one result per report".into())
+                ClientError::Unexpected("a batch answer without one result per item".into())
             })?;
         Ok(results.iter().map(result_of).collect())
     }

@@ -313,12 +313,7 @@ async fn kill_9_during_batches_loses_no_acknowledged_decision() {
         "one operation per key: {summary}"
     );
     let audit = server.cli_json("audit");
-    let operations: u64 = audit["operations"]
-        .as_object()
-        .expect("map")
-        .values()
-        .map(|v| v.as_u64().unwrap_or(0))
-        .sum();
+    let operations = common::audited_operations(&audit);
     assert_eq!(
         audit["decisions"]["execute"].as_u64(),
         Some(operations),
@@ -557,11 +552,6 @@ async fn each_intent_of_a_batch_counts_against_the_rate() {
     server.stop();
     // Nothing of the refused batches was appended: two operations in all.
     let audit = common::cli_json(&config, "audit");
-    let operations: u64 = audit["operations"]
-        .as_object()
-        .expect("map")
-        .values()
-        .map(|v| v.as_u64().unwrap_or(0))
-        .sum();
+    let operations = common::audited_operations(&audit);
     assert_eq!(operations, 2, "{audit}");
 }

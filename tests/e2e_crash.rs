@@ -145,14 +145,7 @@ async fn kill_9_under_load_loses_no_acknowledged_answer() {
     let audit = server.cli_json("audit");
     assert_eq!(
         audit["decisions"]["execute"].as_u64(),
-        Some(
-            audit["operations"]
-                .as_object()
-                .expect("map")
-                .values()
-                .map(|v| v.as_u64().unwrap_or(0))
-                .sum::<u64>()
-        ),
+        Some(common::audited_operations(&audit)),
         "one execute per operation: {audit}"
     );
     server.stop();

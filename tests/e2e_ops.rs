@@ -56,22 +56,7 @@ fn stderr(out: &Output) -> String {
 async fn an_operator_settles_a_case_from_the_terminal() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let server = Server::start(tmp.path());
-    let (_, c) = server
-        .claim(
-            TOKEN_A,
-            "ops-msg-1",
-            json!({"tool": "messages.send", "holder": "w1", "request": {"to": "+1555", "text": "hi"}}),
-        )
-        .await;
-    let id = c["operation_id"].as_str().expect("id").to_owned();
-    let (_, b) = server
-        .post(
-            TOKEN_A,
-            &format!("/v1/operations/{id}/unknown"),
-            json!({"holder": "w1"}),
-        )
-        .await;
-    assert_eq!(b["state"], "manual", "{b}");
+    let id = server.waiting_for_a_person("ops-msg-1").await;
 
     // The queue, as a table with guidance and as the API's JSON.
     let out = ops(&server, TOKEN_A, &["queue"], "");

@@ -493,6 +493,16 @@ pub fn operation_events(summary: &Value) -> u64 {
         .unwrap_or(0)
 }
 
+/// How many operations an `audit` summary counts, in every state.
+pub fn audited_operations(audit: &Value) -> u64 {
+    audit["operations"]
+        .as_object()
+        .expect("a map of states")
+        .values()
+        .map(|v| v.as_u64().unwrap_or(0))
+        .sum()
+}
+
 pub fn cli_json(config: &Path, command: &str) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_opledger"))
         .arg(command)

@@ -284,10 +284,7 @@ class Base:
 
     @staticmethod
     def _batch_of(call: Call, answer: Answer) -> List[Union[Claim, ApiError]]:
-        results = answer.body.get("results")
-        if not isinstance(results, list):
-            raise ApiError(answer.status, "unexpected", "a batch answer without results", False,
-                           method=call.method, path=call.path)
+        results = _results_of(call, answer)
         out: List[Union[Claim, ApiError]] = []
         for result in results:
             status = int(result.get("status", 0))
@@ -320,10 +317,7 @@ class Base:
         return self._call("POST", "/v1/reports/batch", {"reports": body})
 
     def _reports_of(self, call: Call, answer: Answer) -> List[Union[Report, OpledgerError]]:
-        results = answer.body.get("results")
-        if not isinstance(results, list):
-            raise ApiError(answer.status, "unexpected", "a batch answer without results", False,
-                           method=call.method, path=call.path)
+        results = _results_of(call, answer)
         out: List[Union[Report, OpledgerError]] = []
         for result in results:
             status = int(result.get("status", 0))
@@ -518,6 +512,15 @@ class Base:
     @staticmethod
     def _json_of(answer: Answer) -> Dict[str, Any]:
         return dict(answer.body)
+
+
+def _results_of(call: Call, answer: Answer) -> List[Any]:
+    """A batch answer's results, one per item."""
+    results = answer.body.get("results")
+    if not isinstance(results, list):
+        raise ApiError(answer.status, "unexpected", "a batch answer without results", False,
+                       method=call.method, path=call.path)
+    return results
 
 
 def _item_error(call: Call, status: int, result: Mapping[str, Any]) -> Optional[ApiError]:

@@ -33,6 +33,19 @@ def unknowns(claims: Sequence[Any], intents: Sequence[Intent], indexes: Sequence
     return [ReportIntent(claims[i].operation_id, "unknown", intents[i].holder) for i in indexes]
 
 
+def reports(
+    claims: Sequence[Any], intents: Sequence[Intent], produced: Dict[int, Any], status: int
+) -> Tuple[List[int], List[ReportIntent]]:
+    """The effects run, in order, and what to report for each."""
+    order = sorted(produced)
+    return order, [report_for(claims[i], intents[i], produced[i], status) for i in order]
+
+
+def waiting(claims: Sequence[Any]) -> List[int]:
+    """The intents in progress with another holder: to claim again."""
+    return [i for i, c in enumerate(claims) if isinstance(c, Claim) and c.decision == "in_progress"]
+
+
 def refused_completes(order: Sequence[int], reports: Sequence[ReportIntent], answers: Sequence[Any]) -> List[int]:
     """The effects whose ``complete`` report the ledger refused."""
     return [i for i, r, a in zip(order, reports, answers) if r.report == "complete" and isinstance(a, OpledgerError)]

@@ -266,8 +266,7 @@ class AsyncClient(Base):
         """Reports the effects run, in one request: each one's outcome."""
         if not produced:
             return {}
-        order = sorted(produced)
-        reports = [_many.report_for(_claim_of(claims[i]), intents[i], produced[i], status) for i in order]
+        order, reports = _many.reports(claims, intents, produced, status)
         try:
             answers = await self.report_many(reports)
         except OpledgerError:
@@ -293,7 +292,7 @@ class AsyncClient(Base):
         waiter = Waiter(self.wait_limit if wait_limit is None else wait_limit)
         claims: List[Union[Claim, OpledgerError]] = list(await self.claim_many(intents))
         while True:
-            waiting = [i for i, c in enumerate(claims) if isinstance(c, Claim) and c.decision == "in_progress"]
+            waiting = _many.waiting(claims)
             if not waiting:
                 return claims
             delay = waiter.delay()

@@ -314,8 +314,7 @@ class Client(Base):
         """Reports the effects run, in one request: each one's outcome."""
         if not produced:
             return {}
-        order = sorted(produced)
-        reports = [_many.report_for(_claim_of(claims[i]), intents[i], produced[i], status) for i in order]
+        order, reports = _many.reports(claims, intents, produced, status)
         try:
             answers = self.report_many(reports)
         except OpledgerError:
@@ -363,7 +362,7 @@ class Client(Base):
         waiter = Waiter(self.wait_limit if wait_limit is None else wait_limit)
         claims: List[Union[Claim, OpledgerError]] = list(self.claim_many(intents))
         while True:
-            waiting = [i for i, c in enumerate(claims) if isinstance(c, Claim) and c.decision == "in_progress"]
+            waiting = _many.waiting(claims)
             if not waiting:
                 return claims
             delay = waiter.delay()
