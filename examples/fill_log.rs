@@ -123,6 +123,7 @@ fn main() -> anyhow::Result<()> {
                                 fingerprint: fingerprint::fingerprint_v1(spec, &request, None)?,
                                 parent: None,
                                 terms,
+                                intake: None,
                             }),
                         };
                         let p = partition_for(&scope.0, partitions);

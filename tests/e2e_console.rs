@@ -212,7 +212,7 @@ async fn an_operator_signs_in_acts_through_the_session_and_signs_out() {
         .clone();
     assert_eq!(taken["event"]["operator"], "ops-2", "{taken}");
     assert_eq!(taken["event"]["reason"], reason, "{taken}");
-    assert_eq!(taken["schema_version"], 4, "{taken}");
+    assert_eq!(taken["schema_version"], 5, "{taken}");
 
     // A session never acts as an agent, even for a principal that is one too.
     let (status, _, headers) = sign_in(&server, TOKEN_A, true).await;

@@ -4,19 +4,12 @@
 
 mod common;
 
+use common::cluster::{SETTLE, all_partitions_served, fresh_name, gauge};
 use common::{Server, TOKEN_A, charge, kafka_log, test_brokers};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// A name no other test (or earlier run) uses, for topics and the group.
-fn fresh_name(what: &str) -> String {
-    format!("{what}-{}", uuid::Uuid::new_v4().simple())
-}
-
-/// Longest a test waits for the cluster to settle (joins, a failover after kill -9).
-const SETTLE: Duration = Duration::from_secs(90);
 
 /// Repeats `call` while the answer is "retry" (no answer, or 503 with a retriable error): the
 /// contract says retrying the same call is safe. Bounded by [`SETTLE`].
@@ -50,46 +43,6 @@ async fn get(server: &Server, path: &str) -> Option<(u16, Value)> {
         .ok()?;
     let status = resp.status().as_u16();
     Some((status, resp.json().await.ok()?))
-}
-
-/// One unlabelled gauge from a node's `/metrics`, if the node answers.
-async fn gauge(server: &Server, name: &str) -> Option<u64> {
-    let text = server
-        .raw()
-        .get(format!("{}/metrics", server.base))
-        .send()
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-}
-
-/// Waits (bounded by [`SETTLE`]) until the nodes' `/metrics`, summed, show every one of
-/// `partitions` run and served by exactly one of them.
-async fn all_partitions_served(nodes: &[&Server], partitions: u64) {
-    let deadline = Instant::now() + SETTLE;
-    loop {
-        let mut sums = (0, 0);
-        for node in nodes {
-            sums.0 += gauge(node, "opledger_partitions_assigned")
-                .await
-                .unwrap_or(0);
-            sums.1 += gauge(node, "opledger_partitions_serving")
-                .await
-                .unwrap_or(0);
-        }
-        if sums == (partitions, partitions) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "(assigned, serving) summed over the nodes: {sums:?}, not {partitions} each"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

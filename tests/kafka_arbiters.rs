@@ -190,6 +190,7 @@ async fn two_owners(faults: Faults) {
                 holder: &holder,
                 request: &request,
                 parent: None,
+                intake: None,
             },
         );
         let claimed = if faults == Faults::Injected && i == 12 {

@@ -143,6 +143,7 @@ fn claim(holder: &str) -> EventBody {
             queryable: false,
             accept_unknown_risk: false,
         },
+        intake: None,
     })
 }
 

@@ -175,6 +175,7 @@ async fn a_million_settled_operations_do_not_slow_finding_a_hundred_stuck_leases
                     holder: "vanishing-worker",
                     request: &request,
                     parent: None,
+                    intake: None,
                 },
             )
             .await

@@ -64,6 +64,7 @@ pub async fn claim_charge(
                 holder,
                 request,
                 parent: None,
+                intake: None,
             },
         )
         .await

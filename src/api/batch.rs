@@ -88,6 +88,20 @@ fn item_json<T>(
     }
 }
 
+/// A claim's answer or refusal as a result: the fields its own call would answer, with that
+/// call's HTTP status in `status`. What the Kafka intake's decisions carry too.
+pub fn claim_result(
+    principal: &Principal,
+    answer: Result<crate::ledger::Claimed, LedgerError>,
+) -> Value {
+    item_json(answer, |c| claimed_json(principal, c))
+}
+
+/// A refusal as a result: `status`, and `error` with `code`, `message` and `retriable`.
+pub fn refusal_result(status: StatusCode, code: &'static str, message: &str) -> Value {
+    refused_json(ApiError::new(status, code, message.to_owned()))
+}
+
 /// The agent of a batch request and its body, read up to the batch's bound.
 async fn read_batch<T: serde::de::DeserializeOwned>(
     state: &ApiState,
@@ -200,6 +214,7 @@ pub(super) async fn claim_batch(
             holder: &i.holder,
             request: &i.request,
             parent: i.parent.as_deref(),
+            intake: None,
         })
         .collect();
     let answers = state.ledger.claim_many(&principal, &inputs).await;

@@ -41,6 +41,7 @@ pub(super) async fn claim(
                 holder: &body.holder,
                 request: &body.request,
                 parent: body.parent.as_deref(),
+                intake: None,
             },
         )
         .await?;

@@ -22,6 +22,7 @@ mod summary;
 pub mod tls;
 mod tools;
 
+pub use batch::{claim_result, refusal_result};
 pub use operator::{RECONCILIATION_ITEMS_MAX, reload_principals};
 
 use crate::ledger::Ledger;

@@ -36,6 +36,19 @@ pub struct KafkaSettings {
     pub member_timeout: std::time::Duration,
     /// Extra librdkafka producer settings (tuning only; unsafe ones are refused at start).
     pub librdkafka: Vec<(String, String)>,
+    /// The Kafka-native intake's topics (`None`: no intake; agents claim over HTTP only).
+    /// Boxed: most configs have none, and the settings stay small.
+    pub intake: Option<Box<IntakeTopics>>,
+}
+
+/// The topics of the Kafka-native intake: agents produce intents to one and read their
+/// decisions from the other (`[log] intents_topic`, `decisions_topic`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IntakeTopics {
+    /// Where agents produce intents; as many partitions as the events topic.
+    pub intents: String,
+    /// Where the ledger produces one decision per intent record (default `opledger.decisions`).
+    pub decisions: String,
 }
 
 impl KafkaSettings {
@@ -50,6 +63,7 @@ impl KafkaSettings {
             peer_secret: PeerSecret::from_env(),
             member_timeout: MEMBER_TIMEOUT_DEFAULT,
             librdkafka: Vec::new(),
+            intake: None,
         }
     }
 }
@@ -92,6 +106,8 @@ impl std::fmt::Debug for PeerSecret {
 pub const KAFKA_TOPIC_DEFAULT: &str = "opledger.events";
 /// Default members topic.
 pub const KAFKA_MEMBERS_TOPIC_DEFAULT: &str = "opledger.members";
+/// Default decisions topic of the intake.
+pub const KAFKA_DECISIONS_TOPIC_DEFAULT: &str = "opledger.decisions";
 /// The environment variable that gives the peer secret when the config does not.
 pub const PEER_SECRET_ENV: &str = "OPLEDGER_PEER_SECRET";
 
@@ -130,6 +146,32 @@ pub(super) fn validate_backend(log: &RawLog) -> Result<Backend, ConfigError> {
                     "[log] topic and members_topic must differ".to_owned(),
                 ));
             }
+            let intake = match (&log.intents_topic, &log.decisions_topic) {
+                (None, None) => None,
+                (None, Some(_)) => {
+                    return Err(invalid(
+                        "decisions_topic",
+                        "[log] decisions_topic needs intents_topic: the intake runs only when intents_topic names where agents produce intents".to_owned(),
+                    ));
+                }
+                (Some(_), _) => {
+                    let intents = name(&log.intents_topic, "", "intents_topic")?;
+                    let decisions = name(
+                        &log.decisions_topic,
+                        KAFKA_DECISIONS_TOPIC_DEFAULT,
+                        "decisions_topic",
+                    )?;
+                    let mut all = [&topic, &members_topic, &intents, &decisions];
+                    all.sort();
+                    if all.windows(2).any(|w| w[0] == w[1]) {
+                        return Err(invalid(
+                            "intents_topic",
+                            "[log] topic, members_topic, intents_topic and decisions_topic must all differ".to_owned(),
+                        ));
+                    }
+                    Some(Box::new(IntakeTopics { intents, decisions }))
+                }
+            };
             let peer_secret = log
                 .peer_secret
                 .clone()
@@ -189,6 +231,7 @@ pub(super) fn validate_backend(log: &RawLog) -> Result<Backend, ConfigError> {
                     .map(|a| a.trim_end_matches('/').to_owned()),
                 member_timeout,
                 librdkafka,
+                intake,
             })
         }
         ("kafka", _) => {
@@ -245,5 +288,32 @@ mod tests {
         assert!(err(&format!("{kafka}replication_factor = 0")).contains("replication_factor"));
         assert!(err(&format!("{kafka}member_timeout = \"500ms\"")).contains("member_timeout"));
         assert!(err(&format!("{kafka}group = \"opledger\"")).contains("group"));
+        assert_eq!(k.intake, None, "no intake unless intents_topic is set");
+    }
+
+    #[test]
+    fn the_intake_runs_when_its_intents_topic_is_named() {
+        let kafka = "[log]\nbackend = \"kafka\"\nbrokers = \"k:9092\"\n";
+        let config =
+            Config::parse(&format!("{kafka}intents_topic = \"fleet.intents\"")).expect("valid");
+        let Backend::Kafka(k) = &config.backend else {
+            panic!("kafka backend expected")
+        };
+        assert_eq!(
+            k.intake,
+            Some(Box::new(IntakeTopics {
+                intents: "fleet.intents".to_owned(),
+                decisions: "opledger.decisions".to_owned()
+            }))
+        );
+        let e = err(&format!("{kafka}decisions_topic = \"d\""));
+        assert!(e.contains("needs intents_topic"), "{e}");
+        let e = err(&format!("{kafka}intents_topic = \"opledger.events\""));
+        assert!(e.contains("must all differ"), "{e}");
+        let e = err(&format!(
+            "{kafka}intents_topic = \"i\"\ndecisions_topic = \"i\""
+        ));
+        assert!(e.contains("must all differ"), "{e}");
+        assert!(err(&format!("{kafka}intents_topic = \"\"")).contains("intents_topic"));
     }
 }

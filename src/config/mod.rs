@@ -12,8 +12,8 @@ mod recovery;
 mod tools;
 
 pub use backend::{
-    Backend, KAFKA_MEMBERS_TOPIC_DEFAULT, KAFKA_TOPIC_DEFAULT, KafkaSettings, PEER_SECRET_ENV,
-    PeerSecret,
+    Backend, IntakeTopics, KAFKA_DECISIONS_TOPIC_DEFAULT, KAFKA_MEMBERS_TOPIC_DEFAULT,
+    KAFKA_TOPIC_DEFAULT, KafkaSettings, PEER_SECRET_ENV, PeerSecret,
 };
 pub use development::DEVELOPMENT_TOOLS;
 pub use error::{ConfigError, Place, Setting};

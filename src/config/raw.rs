@@ -77,6 +77,10 @@ pub(super) struct RawLog {
     #[serde(default)]
     pub(super) members_topic: Option<String>,
     #[serde(default)]
+    pub(super) intents_topic: Option<String>,
+    #[serde(default)]
+    pub(super) decisions_topic: Option<String>,
+    #[serde(default)]
     pub(super) peer_secret: Option<PeerSecret>,
     #[serde(default)]
     pub(super) replication_factor: Option<u16>,
@@ -97,6 +101,8 @@ impl Default for RawLog {
             writer_threads: None,
             topic: None,
             members_topic: None,
+            intents_topic: None,
+            decisions_topic: None,
             peer_secret: None,
             replication_factor: None,
             advertise: None,

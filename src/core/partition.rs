@@ -128,6 +128,7 @@ mod tests {
                     queryable: false,
                     accept_unknown_risk: false,
                 },
+                intake: None,
             })
         }
 

@@ -186,26 +186,19 @@ pub struct Refused {
     pub reply: Option<(String, String)>,
 }
 
-/// Reads an intent record of an intents topic of `partitions` partitions: checks its size, its
+/// Reads an intent record of an intents topic of `partitions` partitions: checks its
 /// principal's signature (`key_of` gives a principal's intake key, `None` if there is no such
-/// principal), its shape and its routing. The principal and the intent, or the refusal.
+/// principal), its size, its shape and its routing. The principal and the intent, or the refusal.
 pub fn read_intent(
     record: IntentRecord<'_>,
     key_of: impl Fn(&str) -> Option<IntakeKey>,
     partitions: u32,
     value_bytes_max: usize,
 ) -> Result<(String, Intent), Refused> {
-    let alone = |refusal| Refused {
-        refusal,
-        reply: None,
-    };
-    if record.value.len() > value_bytes_max {
-        return Err(alone(Refusal::TooLarge {
-            max: value_bytes_max,
-        }));
-    }
     // The address first (unauthenticated refusals are answered there too, unsigned), but
-    // nothing else is read from a record before its signature verifies.
+    // nothing else is read from a record before its signature verifies. An oversized record
+    // is answered too: its signature is checked first (cheap), so that the ledger never signs
+    // a refusal of a record its principal did not sign.
     let reply = reply_of(record.value);
     let refused = |refusal| Refused {
         refusal,
@@ -228,6 +221,11 @@ pub fn read_intent(
     )
     .verify_slice(&signature)
     .map_err(|_| refused(Refusal::Unauthenticated("the signature does not verify")))?;
+    if record.value.len() > value_bytes_max {
+        return Err(refused(Refusal::TooLarge {
+            max: value_bytes_max,
+        }));
+    }
     let intent: Intent = serde_json::from_slice(record.value).map_err(|e| {
         refused(match e.classify() {
             serde_json::error::Category::Data => Refusal::InvalidBody(field_of(&e)),

@@ -135,6 +135,20 @@ fn oversized_malformed_and_misshapen_values_are_refused_by_code() {
         refusal(read(&big, Some(PRINCIPAL))),
         (Refusal::TooLarge { max: MAX }, None)
     );
+    // An oversized intent that names its address is answered there, once its signature holds;
+    // unsigned, it is unauthenticated first (the ledger signs no answer to a forged record).
+    let mut padded: serde_json::Value = serde_json::from_slice(&value("k")).expect("JSON");
+    padded["request"]["memo"] = serde_json::json!("x".repeat(MAX));
+    let mut big = signed("k", serde_json::to_vec(&padded).expect("JSON"));
+    assert_eq!(
+        refusal(read(&big, Some(PRINCIPAL))),
+        (Refusal::TooLarge { max: MAX }, address())
+    );
+    big.signature = "00".repeat(32);
+    assert_eq!(
+        refusal(read(&big, Some(PRINCIPAL))).0.code(),
+        "unauthenticated"
+    );
     let not_json = signed("k", b"{not json".to_vec());
     assert_eq!(
         refusal(read(&not_json, Some(PRINCIPAL))).0.code(),

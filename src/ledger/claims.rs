@@ -206,6 +206,7 @@ impl Ledger {
             fingerprint: fingerprint.clone(),
             parent: parent_id,
             terms: contract.terms(),
+            intake: input.intake,
         };
         Ok(Checked::Submit(Box::new(Ready {
             scope,
@@ -234,3 +235,7 @@ impl Ledger {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "claims_tests.rs"]
+mod tests;

@@ -67,6 +67,9 @@ impl Ledger {
                     fingerprint,
                     parent: Some(original.id),
                     terms: compensating.terms(),
+                    // A compensation is asked for by an operator or an agent, never read from
+                    // the intents topic (and no event schema holds an offset here).
+                    intake: None,
                 },
                 original: original.id,
                 resource_changed,

@@ -18,6 +18,9 @@ mod operate;
 mod reports;
 mod requests;
 mod summary;
+#[cfg(test)]
+#[path = "unarbitrated_tests.rs"]
+pub(crate) mod unarbitrated;
 
 pub use claims::BATCH_INTENTS_MAX;
 pub use error::LedgerError;

@@ -17,6 +17,10 @@ pub struct ClaimInput<'a> {
     pub request: &'a serde_json::Value,
     /// The upstream operation id, for sub-keys.
     pub parent: Option<&'a str>,
+    /// The intents-topic offset the claim was read from, when it came through the Kafka
+    /// intake; `None` elsewhere. Recorded in the claim event
+    /// ([`crate::core::event::Claim::intake`]).
+    pub intake: Option<u64>,
 }
 
 /// The answer to a claim.

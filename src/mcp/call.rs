@@ -109,6 +109,7 @@ pub async fn recorded(
             holder: &holder,
             request: &request,
             parent: None,
+            intake: None,
         };
         let claimed =
             match retrying(|| ledger.claim_under(call.principal, call.contract, input)).await {

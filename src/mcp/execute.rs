@@ -319,6 +319,7 @@ amount = ["amount"]
             holder,
             request: &request,
             parent: None,
+            intake: None,
         };
         // No arbiter runs: the claim is in the log, its decision never comes.
         let first = ledger

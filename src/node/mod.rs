@@ -7,6 +7,7 @@
 //! and asks the owners of the others over typed peer messages.
 
 mod faults;
+mod join;
 mod open;
 pub mod open_files;
 pub mod queue;
@@ -16,19 +17,17 @@ pub use open::{embedded_options, kafka_options, open_log, projection_for_reading
 pub use rebuild::rebuild;
 
 use crate::clock::SystemClock;
-use crate::cluster::auth::{PeerKey, ReplayGuard};
+use crate::cluster::auth::ReplayGuard;
 use crate::cluster::endpoint::Inbound;
-use crate::cluster::members::kafka::KafkaMembers;
-use crate::cluster::membership::{self, Group, JoinSettings};
+use crate::cluster::membership::{self, Group};
 use crate::cluster::placement::Role;
 use crate::cluster::remote::PeerClient;
 use crate::cluster::router::{Peers, Router};
-use crate::config::{Backend, Config, KafkaSettings};
+use crate::config::{Backend, Config};
 use crate::consumers::recovery::Recovery;
 use crate::consumers::runner::ConsumersRunner;
 use crate::ledger::Ledger;
 use crate::log::any::AnyLog;
-use crate::log::kafka::Connection;
 use crate::log::model::{EventLog, LogError};
 use crate::metrics::Metrics;
 use crate::partition::Progress;
@@ -39,6 +38,7 @@ use crate::partition::replies::Replies;
 use crate::partition::runner::{ArbiterRunner, PartitionRunner};
 use crate::projection::sled::SledStore;
 use crate::projection::{ProjectionError, SharedStore};
+use join::{join_settings, peer_key};
 use open::{open_projection, projection_dir};
 use rebuild::catch_up_all;
 use std::path::PathBuf;
@@ -91,6 +91,9 @@ pub enum NodeError {
         /// Why.
         source: crate::partition::PartitionError,
     },
+    /// The Kafka-native intake could not start.
+    #[error("cannot start the intake: {0}")]
+    Intake(#[from] crate::intake::IntakeError),
     /// The data directory cannot be created.
     #[error("cannot create the data directory {dir}: {source}")]
     DataDir {
@@ -197,7 +200,7 @@ impl Node {
                 tracing::info!(
                     schema = crate::core::event::EVENT_SCHEMA_VERSION,
                     rules = crate::core::machine::RULES_VERSION,
-                    "writing events of this schema version: a node of a build that does not know it stops at its first event rather than misread it; upgrade every node of the topic together (schemas/events-v4.md)"
+                    "writing events of this schema version: a node of a build that does not know it stops at its first event rather than misread it; upgrade every node of the topic together (schemas/events-v5.md)"
                 );
                 let key = peer_key(kafka)?;
                 let joined = membership::join(
@@ -254,6 +257,11 @@ impl Node {
         });
         if let Some(recovery) = &recovery {
             tasks.push(tokio::spawn(recovery.clone().run(stopped.clone())));
+        }
+        if let Backend::Kafka(kafka) = &config.backend {
+            let (ledger, owned, stop) = (ledger.clone(), ownership.clone(), stopped.clone());
+            let intake = crate::intake::start(config, kafka, ledger, owned, KAFKA_TIMEOUT, stop);
+            tasks.extend(intake.await?);
         }
         let queue = queue::refresh(ledger.clone(), metrics.clone(), stopped.clone());
         tasks.push(tokio::spawn(queue));
@@ -337,47 +345,6 @@ impl Node {
         }
         Ok(())
     }
-}
-
-/// The cluster's peer secret: every node of a Kafka cluster must share it.
-fn peer_key(kafka: &KafkaSettings) -> Result<PeerKey, NodeError> {
-    kafka
-        .peer_secret
-        .as_ref()
-        .map(|s| PeerKey::new(s.expose()))
-        .ok_or_else(|| {
-            NodeError::Cluster(
-            "nodes on Kafka authenticate each other with a shared secret: set [log] peer_secret \
-             (the same on every node) or OPLEDGER_PEER_SECRET"
-                .to_owned(),
-        )
-        })
-}
-
-fn join_settings(
-    config: &Config,
-    kafka: &KafkaSettings,
-    key: PeerKey,
-) -> Result<JoinSettings, NodeError> {
-    if kafka.advertise.is_none() && config.listen.ip().is_unspecified() {
-        return Err(NodeError::Cluster(format!(
-            "listen = {} is no address other nodes can use; set [log] advertise = \"http://<this host>:{}\"",
-            config.listen,
-            config.listen.port()
-        )));
-    }
-    let connection = Connection::new(&kafka.brokers, &kafka.librdkafka);
-    let members = KafkaMembers::new(connection, &kafka.members_topic, KAFKA_TIMEOUT)
-        .map_err(|e| NodeError::Cluster(e.to_string()))?;
-    Ok(JoinSettings {
-        members: Arc::new(members),
-        advertise: kafka
-            .advertise
-            .clone()
-            .unwrap_or_else(|| format!("http://{}", config.listen)),
-        member_timeout: kafka.member_timeout,
-        key,
-    })
 }
 
 /// Why a running fold ended: it only ends by itself on failure.

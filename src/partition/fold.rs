@@ -498,6 +498,7 @@ mod tests {
                 queryable: false,
                 accept_unknown_risk: false,
             },
+            intake: None,
         })
     }
 
@@ -757,6 +758,7 @@ mod tests {
         assert_eq!(fold(&[2]), only_v1, "all version 2");
         assert_eq!(fold(&[1, 2]), only_v1, "alternating, version 1 first");
         assert_eq!(fold(&[2, 1, 1]), only_v1, "mixed the other way");
+        assert_eq!(fold(&[5, 4, 3, 1]), only_v1, "every version, newest first");
     }
 
     #[test]

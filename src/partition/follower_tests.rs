@@ -70,6 +70,7 @@ impl Fixture {
                     queryable: true,
                     accept_unknown_risk: false,
                 },
+                intake: None,
             }),
         };
         self.append(scope, event::encode(&envelope).expect("encodes"))

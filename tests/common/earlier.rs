@@ -34,6 +34,7 @@ pub async fn write_completed(
         fingerprint: fingerprint_v1(&contract.fingerprint, request, None).expect("fingerprint"),
         parent: None,
         terms: contract.terms(),
+        intake: None,
     });
     let completed = EventBody::Completed(Completion {
         by: Transition {

@@ -2,6 +2,7 @@
 //! waits for its "listening" line (no sleeps), and talks to it over HTTP.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod earlier;
 pub mod frames;
 pub mod sim;

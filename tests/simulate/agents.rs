@@ -243,6 +243,7 @@ async fn work(run: &Run, me: usize, intent: &Intent, rng: &mut Rng, how: How) {
                             holder: name,
                             request: &intent.request,
                             parent: None,
+                            intake: None,
                         };
                         ledger.claim(&run.agent, input).await
                     }

@@ -5,7 +5,7 @@
 //! same bytes (the fixtures of every version pin them), but through serde a hash or id is
 //! read one byte per call, which was most of decoding's cost when `audit` replays a log.
 
-use super::{EVENT_BYTES_MAX, EVENT_SCHEMA_VERSION, Envelope, EventBody, v1, v2, v3, v4};
+use super::{EVENT_BYTES_MAX, EVENT_SCHEMA_VERSION, Envelope, EventBody, v1, v2, v3, v4, v5};
 
 /// Why an event payload could not be decoded.
 #[derive(Debug, thiserror::Error)]
@@ -50,8 +50,9 @@ pub enum EncodeError {
     UnknownVersion(u16),
     /// The event needs a newer version than the one asked for (an ownership change by rules
     /// newer than 1 cannot be written as version 1, a result with content not before version
-    /// 3, an operator's reason not before 4), or one no version has (content in a status
-    /// query's evidence).
+    /// 3, an operator's reason not before 4, a claim's intake offset not before 5), or one no
+    /// version has (content in a status query's evidence, an intake offset in a compensation's
+    /// claim).
     #[error("this event cannot be written as schema version {0} without losing what it says")]
     Lossy(u16),
 }
@@ -81,17 +82,21 @@ pub fn encode_as(envelope: &Envelope, version: u16) -> Result<Vec<u8>, EncodeErr
         1 => bincode::encode_into_std_write(v1::Envelope::from(envelope), sink, bincode_config()),
         2 => bincode::encode_into_std_write(v2::Envelope::from(envelope), sink, bincode_config()),
         3 => bincode::encode_into_std_write(v3::Envelope::from(envelope), sink, bincode_config()),
-        _ => bincode::encode_into_std_write(v4::Envelope::from(envelope), sink, bincode_config()),
+        4 => bincode::encode_into_std_write(v4::Envelope::from(envelope), sink, bincode_config()),
+        _ => bincode::encode_into_std_write(v5::Envelope::from(envelope), sink, bincode_config()),
     }?;
     Ok(out)
 }
 
 /// The oldest schema version that holds everything `body` says, or `None` where none does:
 /// an ownership change by rules newer than 1 needs version 2, a result with content version 3,
-/// an operator's reason version 4; a status query's evidence never carries content (no version
-/// has a place for it).
+/// an operator's reason version 4, a claim's intake offset version 5; a status query's evidence
+/// never carries content and a compensation's claim never an intake offset (no version has a
+/// place for either).
 pub fn oldest_version(body: &EventBody) -> Option<u16> {
     match body {
+        EventBody::Claimed(c) if c.intake.is_some() => Some(5),
+        EventBody::CompensationClaimed(c) if c.claim.intake.is_some() => None,
         EventBody::OwnerChanged(change) if change.rules != 1 => Some(2),
         EventBody::Completed(c) if c.result.body.is_some() => Some(3),
         EventBody::TakenOver(a) if a.reason.is_some() => Some(4),
@@ -137,6 +142,7 @@ pub fn decode(payload: &[u8]) -> Result<(Envelope, u16), DecodeError> {
         2 => Ok((decode_body::<v2::Envelope>(version, body)?.into(), version)),
         3 => Ok((decode_body::<v3::Envelope>(version, body)?.into(), version)),
         4 => Ok((decode_body::<v4::Envelope>(version, body)?.into(), version)),
+        5 => Ok((decode_body::<v5::Envelope>(version, body)?.into(), version)),
         other => Err(DecodeError::UnsupportedVersion(other)),
     }
 }

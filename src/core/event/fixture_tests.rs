@@ -13,6 +13,7 @@ const EVENTS_V1: &str = include_str!("../../../schemas/fixtures/events-v1.hex");
 const EVENTS_V2: &str = include_str!("../../../schemas/fixtures/events-v2.hex");
 const EVENTS_V3: &str = include_str!("../../../schemas/fixtures/events-v3.hex");
 const EVENTS_V4: &str = include_str!("../../../schemas/fixtures/events-v4.hex");
+const EVENTS_V5: &str = include_str!("../../../schemas/fixtures/events-v5.hex");
 
 fn by(expected_version: Option<u64>) -> Transition {
     Transition {
@@ -63,6 +64,7 @@ fn other_claim() -> Claim {
             queryable: false,
             accept_unknown_risk: true,
         },
+        intake: None,
     }
 }
 
@@ -278,6 +280,18 @@ fn samples_v4() -> Vec<(&'static str, Envelope)> {
     samples
 }
 
+/// The samples as version 5 writes them: version 4's, with an intake offset on the first claim
+/// (the other claims and the compensation's claim keep none).
+fn samples_v5() -> Vec<(&'static str, Envelope)> {
+    let mut samples = samples_v4();
+    for (name, event) in &mut samples {
+        if let (&"claimed", EventBody::Claimed(c)) = (&*name, &mut event.body) {
+            c.intake = Some(17);
+        }
+    }
+    samples
+}
+
 fn frozen(file: &str) -> Vec<(String, Vec<u8>)> {
     file.lines()
         .filter(|l| !l.trim().is_empty())
@@ -328,6 +342,11 @@ fn every_frozen_v4_event_decodes_to_its_event_and_encodes_to_the_same_bytes() {
 }
 
 #[test]
+fn every_frozen_v5_event_decodes_to_its_event_and_encodes_to_the_same_bytes() {
+    check(EVENTS_V5, 5, &samples_v5());
+}
+
+#[test]
 fn version_4_changed_only_operators_actions() {
     for ((name, v3), (_, v4)) in frozen(EVENTS_V3).iter().zip(frozen(EVENTS_V4)) {
         assert_eq!(&v4[..2], &4u16.to_le_bytes(), "{name}");
@@ -343,11 +362,13 @@ fn version_4_changed_only_operators_actions() {
             _ => assert_eq!(v3[2..], v4[2..], "{name}: the same body in both versions"),
         }
     }
-    // Written as the newest version; a reason cannot be written as an older one.
+    // Every version-4 event is read back from the newest version; a reason cannot be written
+    // as an older one.
     for (name, event) in samples_v4() {
+        let newest = encode(&event).expect("encodes");
         assert_eq!(
-            encode(&event).expect("encodes"),
-            encode_as(&event, 4).expect("encodes"),
+            decode(&newest).expect("decodes"),
+            (event.clone(), EVENT_SCHEMA_VERSION),
             "{name}"
         );
         let has_reason = match &event.body {
@@ -359,6 +380,93 @@ fn version_4_changed_only_operators_actions() {
             matches!(encode_as(&event, 3), Err(EncodeError::Lossy(3))),
             has_reason,
             "{name}"
+        );
+    }
+}
+
+#[test]
+fn version_5_changed_only_claims() {
+    let v4 = frozen(EVENTS_V4);
+    let v5 = frozen(EVENTS_V5);
+    assert_eq!(v4.len(), v5.len());
+    for ((name, v4), (_, v5)) in v4.iter().zip(&v5) {
+        assert_eq!(&v5[..2], &5u16.to_le_bytes(), "{name}");
+        match name.as_str() {
+            // A claim is version 4's followed by its intake offset: `1` (`Some`) and the
+            // varint `17`, or `0` (`None`).
+            "claimed" => assert_eq!(v5[2..], [&v4[2..], &[1, 17][..]].concat(), "{name}"),
+            "claimed_other_variants" | "claimed_natural" | "claimed_read" => {
+                assert_eq!(v5[2..], [&v4[2..], &[0][..]].concat(), "{name}")
+            }
+            _ => assert_eq!(v4[2..], v5[2..], "{name}: the same body in both versions"),
+        }
+    }
+    // Written as the newest version; an intake offset cannot be written as an older one, and
+    // a claim without one reads back from version 4 as itself.
+    for (name, event) in samples_v5() {
+        assert_eq!(
+            encode(&event).expect("encodes"),
+            encode_as(&event, 5).expect("encodes"),
+            "{name}"
+        );
+        let has_intake = matches!(&event.body, EventBody::Claimed(c) if c.intake.is_some());
+        assert_eq!(
+            matches!(encode_as(&event, 4), Err(EncodeError::Lossy(4))),
+            has_intake,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_claim_over_http_written_as_version_4_reads_back_as_itself() {
+    let http = sample_claim();
+    assert!(matches!(&http.body, EventBody::Claimed(c) if c.intake.is_none()));
+    assert_eq!(oldest_version(&http.body), Some(1));
+    let bytes = encode_as(&http, 4).expect("version 4 carries it");
+    assert_eq!(decode(&bytes).expect("decodes"), (http, 4));
+}
+
+#[test]
+fn a_claim_from_the_intake_cannot_be_written_as_version_4() {
+    let mut event = sample_claim();
+    if let EventBody::Claimed(c) = &mut event.body {
+        c.intake = Some(0);
+    }
+    assert_eq!(oldest_version(&event.body), Some(5));
+    for old in 1..=4 {
+        assert!(
+            matches!(encode_as(&event, old), Err(EncodeError::Lossy(v)) if v == old),
+            "version {old}"
+        );
+    }
+    let bytes = encode_as(&event, 5).expect("version 5 carries it");
+    assert_eq!(decode(&bytes).expect("decodes"), (event, 5));
+}
+
+#[test]
+fn a_compensations_claim_with_an_intake_offset_has_no_version() {
+    let EventBody::Claimed(mut claim) = sample_claim().body else {
+        unreachable!("the sample is a claim")
+    };
+    let compensation = |claim: Claim| {
+        EventBody::CompensationClaimed(CompensationClaim {
+            claim,
+            original: OperationId([8; 16]),
+            resource_changed: false,
+        })
+    };
+    assert_eq!(oldest_version(&compensation(claim.clone())), Some(1));
+    claim.intake = Some(3);
+    let event = Envelope {
+        body: compensation(claim),
+        ..sample_claim()
+    };
+    assert_eq!(oldest_version(&event.body), None);
+    for version in EVENT_SCHEMA_VERSIONS {
+        assert!(
+            matches!(encode_as(&event, version), Err(EncodeError::Lossy(v)) if v == version),
+            "version {version}"
         );
     }
 }
@@ -419,4 +527,19 @@ fn every_event_type_has_a_fixture() {
     let mut in_order: Vec<&str> = samples().iter().map(|(_, e)| e.body.type_name()).collect();
     in_order.dedup();
     assert_eq!(in_order, EVENT_TYPES);
+    // Every later version's fixtures hold every type too, and version 5's a claim with an
+    // intake offset and one without.
+    for later in [samples_v2(), samples_v3(), samples_v4(), samples_v5()] {
+        let types: std::collections::BTreeSet<&str> =
+            later.iter().map(|(_, e)| e.body.type_name()).collect();
+        assert_eq!(types, names);
+    }
+    let intakes: std::collections::BTreeSet<Option<u64>> = samples_v5()
+        .iter()
+        .filter_map(|(_, e)| match &e.body {
+            EventBody::Claimed(c) => Some(c.intake),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(intakes, [None, Some(17)].into_iter().collect());
 }

@@ -2,17 +2,18 @@
 //!
 //! Wire form of an event payload: `[schema version: u16 little-endian][bincode 2 (standard config)
 //! of the version's envelope]`. The types here are the live ones the state machine uses; what is
-//! written and read are the frozen wire types of each version (`v1`, `v2`, `v3`), converted to and from
-//! these (`codec`). The log's frame carries the offset and the log's timestamp, which enter the
-//! core as data in [`LoggedEvent`]. Older schema versions are upcast on decode; an unknown
-//! version is rejected explicitly, never guessed at. See `schemas/events-v1.md` and
-//! `schemas/events-v2.md` and `schemas/events-v3.md`.
+//! written and read are the frozen wire types of each version (`v1` to `v5`), converted to and
+//! from these (`codec`). The log's frame carries the offset and the log's timestamp, which enter
+//! the core as data in [`LoggedEvent`]. Older schema versions are upcast on decode; an unknown
+//! version is rejected explicitly, never guessed at. See `schemas/events-v1.md` to
+//! `schemas/events-v5.md`.
 
 mod codec;
 mod v1;
 mod v2;
 mod v3;
 mod v4;
+mod v5;
 mod view;
 
 pub use codec::{DecodeError, EncodeError, decode, encode, encode_as, oldest_version};
@@ -26,11 +27,12 @@ use std::collections::BTreeMap;
 
 /// The schema version new events are written with. 2: an ownership change records the
 /// version of the decision rules its node arbitrates with. 3: a business result may carry its
-/// content ([`ResultBody`]). 4: an operator's action may carry a reason.
-pub const EVENT_SCHEMA_VERSION: u16 = 4;
+/// content ([`ResultBody`]). 4: an operator's action may carry a reason. 5: a claim may record
+/// the intake offset it was read from ([`Claim::intake`]).
+pub const EVENT_SCHEMA_VERSION: u16 = 5;
 
 /// Every schema version this build reads (older ones upcast to the live types).
-pub const EVENT_SCHEMA_VERSIONS: [u16; 4] = [1, 2, 3, 4];
+pub const EVENT_SCHEMA_VERSIONS: [u16; 5] = [1, 2, 3, 4, 5];
 
 /// Largest encoded event accepted by the decoder, a bound against corrupt length fields.
 pub const EVENT_BYTES_MAX: usize = 256 * 1024;
@@ -165,6 +167,11 @@ pub struct Claim {
     pub parent: Option<OperationId>,
     /// The contract terms in force when the claim was made.
     pub terms: ContractTerms,
+    /// The offset of the intents-topic record this claim was read from, when it came through
+    /// the Kafka intake (the intents partition is the event's own partition); `None` for a
+    /// claim over HTTP, MCP or from a peer. Lets the intake recognise, after a crash, an
+    /// intent it already decided. From schema version 5.
+    pub intake: Option<u64>,
 }
 
 /// A node taking a partition over.

@@ -32,6 +32,7 @@ pub fn sample_claim() -> Envelope {
                 queryable: true,
                 accept_unknown_risk: false,
             },
+            intake: None,
         }),
     }
 }

@@ -86,7 +86,7 @@ fn given_a_length_prefix_far_beyond_the_payload_when_decoded_then_it_is_refused_
 {
     // A version-1 claim whose principal claims u64::MAX bytes (varint tag 0xfd, then the u64):
     // the decoder's limit must refuse it before reserving that much memory.
-    for version in [1u16, 2, 3] {
+    for version in [1u16, 2, 3, 4, 5] {
         let mut payload = version.to_le_bytes().to_vec();
         payload.extend_from_slice(&[7; 32]); // scope
         payload.extend_from_slice(&[8; 16]); // operation id
@@ -211,7 +211,7 @@ fn every_event_type_has_its_stable_name() {
 
 #[test]
 fn given_a_version_to_write_then_only_known_versions_and_no_lossy_ones_are_written() {
-    for unknown in [0, 5] {
+    for unknown in [0, 6] {
         assert!(matches!(
             encode_as(&sample_claim(), unknown),
             Err(EncodeError::UnknownVersion(v)) if v == unknown

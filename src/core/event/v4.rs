@@ -20,7 +20,7 @@ pub(crate) struct Envelope {
 }
 
 #[derive(Encode, Decode)]
-enum EventBody {
+pub(super) enum EventBody {
     Claimed(v1::Claim),
     Heartbeat(v1::Transition),
     Completed(v3::Completion),
@@ -36,14 +36,14 @@ enum EventBody {
 }
 
 #[derive(Encode, Decode)]
-struct OperatorAction {
+pub(super) struct OperatorAction {
     operator: String,
     expected_version: Option<u64>,
     reason: Option<String>,
 }
 
 #[derive(Encode, Decode)]
-struct Resolution {
+pub(super) struct Resolution {
     by: OperatorAction,
     outcome: v3::ResolvedOutcome,
 }
@@ -68,16 +68,22 @@ impl From<OperatorAction> for live::OperatorAction {
     }
 }
 
-impl From<&live::Envelope> for Envelope {
-    fn from(e: &live::Envelope) -> Self {
-        let body = match &e.body {
+impl From<&live::EventBody> for EventBody {
+    fn from(b: &live::EventBody) -> Self {
+        match b {
             live::EventBody::TakenOver(a) => EventBody::TakenOver(a.into()),
             live::EventBody::Resolved(r) => EventBody::Resolved(Resolution {
                 by: (&r.by).into(),
                 outcome: (&r.outcome).into(),
             }),
             other => shared(v3::EventBody::from(other)),
-        };
+        }
+    }
+}
+
+impl From<&live::Envelope> for Envelope {
+    fn from(e: &live::Envelope) -> Self {
+        let body = EventBody::from(&e.body);
         Self {
             scope: e.scope.0,
             operation_id: e.operation_id.0,
@@ -112,11 +118,11 @@ fn shared(b: v3::EventBody) -> EventBody {
     }
 }
 
-impl From<Envelope> for live::Envelope {
-    fn from(e: Envelope) -> Self {
+impl From<EventBody> for live::EventBody {
+    fn from(b: EventBody) -> Self {
         use EventBody as V;
         let v3 = |b: v3::EventBody| live::EventBody::from(b);
-        let body = match e.body {
+        match b {
             V::TakenOver(a) => live::EventBody::TakenOver(a.into()),
             V::Resolved(r) => live::EventBody::Resolved(live::Resolution {
                 by: r.by.into(),
@@ -132,7 +138,13 @@ impl From<Envelope> for live::Envelope {
             V::CompensationClaimed(c) => v3(v3::EventBody::CompensationClaimed(c)),
             V::ExpiryRequested => v3(v3::EventBody::ExpiryRequested),
             V::OwnerChanged(o) => v3(v3::EventBody::OwnerChanged(o)),
-        };
+        }
+    }
+}
+
+impl From<Envelope> for live::Envelope {
+    fn from(e: Envelope) -> Self {
+        let body = live::EventBody::from(e.body);
         Self {
             scope: crate::key::ScopedHash(e.scope),
             operation_id: crate::key::OperationId(e.operation_id),

@@ -1,9 +1,10 @@
 """Records of the ledger's Kafka intake (format 1), for any Kafka client: what to produce for an
 intent, and how to read and check the decision the ledger produces for it.
 
-The intake itself — the ledger's consumer of the intents topic — is not built yet; the record
-formats are frozen (``schemas/intake-v1.md`` in the repository) and checked against the same
-fixture as the ledger's own code. With confluent-kafka::
+A node whose config names ``[log] intents_topic`` decides the intents of every partition it
+serves and answers each on the decisions topic. The record formats are frozen
+(``schemas/intake-v1.md`` in the repository) and checked against the same fixture as the
+ledger's own code; ``examples/kafka_intake.py`` is a whole agent. With confluent-kafka::
 
     record = intake.intent_record(TOKEN, "agent-a", partitions, id="i-1", reply_to="fleet-7/w-3",
                                   tool="payments.charge", key="order-42", holder="w-3", request={...})

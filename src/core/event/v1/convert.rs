@@ -217,6 +217,8 @@ impl From<Claim> for live::Claim {
                 queryable: c.terms.queryable,
                 accept_unknown_risk: c.terms.accept_unknown_risk,
             },
+            // Versions 1 to 4 predate the Kafka intake: no claim of theirs came through it.
+            intake: None,
         }
     }
 }

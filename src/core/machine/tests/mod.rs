@@ -52,6 +52,7 @@ fn claim_by(holder: &str, terms: ContractTerms, amount: u8) -> EventBody {
         fingerprint: fingerprint(amount),
         parent: None,
         terms,
+        intake: None,
     })
 }
 
