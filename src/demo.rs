@@ -3,7 +3,6 @@
 //! a newcomer can read: intents, side effects, duplicates prevented, unknown outcomes settled by
 //! evidence, cases sent to an operator — and second side effects (always 0).
 
-use crate::api::auth::Principals;
 use crate::api::{ApiState, router};
 use crate::client::{Answer, Claim, Client, Outcome};
 use crate::config::Config;
@@ -135,7 +134,7 @@ pub async fn run(
     // The fleet reaches its node as any agent would: over HTTP, through the Rust client.
     let state = Arc::new(ApiState {
         ledger: node.ledger.clone(),
-        principals: Principals::new(&config.principals_by_token),
+        principals: node.principals.clone(),
         config_path: None,
         body_bytes_max: config.body_bytes_max,
         body_read_timeout: config.http.body_read_timeout,

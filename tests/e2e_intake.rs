@@ -320,6 +320,54 @@ async fn lookup(node: &Server, key: &str) -> u16 {
         .as_u16()
 }
 
+/// A node that dies right after an intent's claim became durable, before its decision went out
+/// or its offset was committed: started again, it re-reads the intent and answers it from the
+/// log — one claim event per operation, a decision for every intent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intent_claimed_before_a_crash_is_answered_from_the_log_after_it() {
+    let brokers = test_brokers();
+    let name = fresh_name("intake-crash");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (intents, decisions) = (format!("{name}.intents"), format!("{name}.decisions"));
+    let log = format!(
+        "intents_topic = \"{intents}\"\ndecisions_topic = \"{decisions}\"\n{}",
+        kafka_log(&brokers, &name, PARTITIONS)
+    );
+    let dir = tmp.path().join("n");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let config = dir.join("opledger.toml");
+    std::fs::write(
+        &config,
+        common::config_text_log(&dir.join("data"), &log, ""),
+    )
+    .expect("config");
+    let faults = [("OPLEDGER_FAULTS", "exit_after_append=5")];
+    let mut node = Server::start_existing_with_env(&dir, &config, &faults);
+    let agent = Agent::new(&brokers, &intents);
+    let count = 10;
+    for i in 0..count {
+        let key = format!("key-{i}");
+        agent
+            .produce(&key, &intent(&format!("i-{i}"), &key, "1.00"), TOKEN_A)
+            .await;
+    }
+    assert!(
+        !node.wait_exit().success(),
+        "the node died at its crash point"
+    );
+    let node = Server::start_existing(&dir, &config);
+    let reader = decisions_reader(&brokers, &decisions);
+    let mut seen = Decisions::new();
+    read_until(&reader, &mut seen, |s| s.len() >= count).await;
+    for i in 0..count {
+        let d = &seen[&format!("i-{i}")][0];
+        assert_eq!(d["decision"], "execute", "{d}");
+        let events = history(&[&node], d["operation_id"].as_str().expect("id")).await;
+        assert_eq!(claims_of(&events), 1, "claims of key-{i}: {events}");
+    }
+    node.stop();
+}
+
 /// The Python example agent (confluent-kafka) publishes intents and reads its decisions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_example_agent_publishes_intents_and_reads_their_decisions() {

@@ -45,6 +45,15 @@ impl Principals {
         count
     }
 
+    /// Every principal in force, by the hash of its token: what the Kafka intake checks a
+    /// record's signature with (so a reload revokes there too).
+    pub fn all(&self) -> Arc<HashMap<[u8; 32], Arc<Principal>>> {
+        self.current
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
     /// The principal of a token hash, if the config in force knows it.
     pub fn get(&self, hash: &[u8; 32]) -> Option<Arc<Principal>> {
         self.current

@@ -41,8 +41,8 @@ use std::sync::Arc;
 pub struct ApiState {
     /// The ledger.
     pub ledger: Arc<Ledger>,
-    /// Principals by token hash, reloadable.
-    pub principals: auth::Principals,
+    /// Principals by token hash, reloadable (shared with the node's Kafka intake).
+    pub principals: Arc<auth::Principals>,
     /// The config file principals are reloaded from (`None` for the development default).
     pub config_path: Option<std::path::PathBuf>,
     /// Largest accepted body.

@@ -2,7 +2,6 @@
 
 use super::{ConfigArgs, load, progress, runtime};
 use anyhow::Context;
-use opledger::api::auth::Principals;
 use opledger::api::{ApiState, reload_principals, router};
 use opledger::config::{Backend, Config, KafkaSettings};
 use opledger::node::Node;
@@ -78,7 +77,7 @@ pub fn run(args: &ConfigArgs, overrides: Overrides) -> anyhow::Result<()> {
         bar.finish();
         let state = Arc::new(ApiState {
             ledger: node.ledger.clone(),
-            principals: Principals::new(&config.principals_by_token),
+            principals: node.principals.clone(),
             config_path: args.config.clone(),
             body_bytes_max: config.body_bytes_max,
             body_read_timeout: config.http.body_read_timeout,

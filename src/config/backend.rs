@@ -115,6 +115,12 @@ pub const PEER_SECRET_ENV: &str = "OPLEDGER_PEER_SECRET";
 pub(super) fn validate_backend(log: &RawLog) -> Result<Backend, ConfigError> {
     let invalid = |key: &'static str, m: String| ConfigError::invalid(Setting::Key("log", key), m);
     let backend = match (log.backend.as_str(), log.brokers.clone()) {
+        ("embedded", _) if log.intents_topic.is_some() || log.decisions_topic.is_some() => {
+            return Err(invalid(
+                "intents_topic",
+                "[log] intents_topic and decisions_topic name Kafka topics: the intake runs with backend = \"kafka\" (on the embedded log, claim over HTTP, in batches for throughput)".to_owned(),
+            ));
+        }
         ("embedded", _) => Backend::Embedded,
         ("kafka", Some(brokers)) if !brokers.trim().is_empty() => {
             let name = |value: &Option<String>, default: &str, what: &'static str| {
@@ -315,5 +321,7 @@ mod tests {
         ));
         assert!(e.contains("must all differ"), "{e}");
         assert!(err(&format!("{kafka}intents_topic = \"\"")).contains("intents_topic"));
+        let e = err("[log]\nintents_topic = \"i\"");
+        assert!(e.contains("backend = \"kafka\""), "{e}");
     }
 }

@@ -7,11 +7,15 @@
 //! already decided are answered from the log.
 
 use super::decide::{self, Decided, Outcome, Poll, Polled, Principals};
+use crate::api::auth;
 use crate::config::IntakeTopics;
 use crate::ledger::Ledger;
+use crate::log::any::AnyLog;
 use crate::log::kafka::Connection;
+use crate::log::model::EventLog;
 use crate::partition::ownership::Ownership;
 use crate::partition::runner::{RETRY_PAUSE, stopped};
+use crate::projection::SharedStore;
 use futures_util::FutureExt;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
@@ -24,8 +28,31 @@ use tokio::sync::watch;
 /// The consumer group whose committed offsets say where each intents partition resumes.
 pub const INTAKE_GROUP: &str = "opledger-intake";
 
-/// Most records decided in one poll (one append and one flush of the partition for them all).
+/// Most records decided in one poll (one append and one flush of the partition per round).
 pub const POLL_RECORDS_MAX: usize = 1000;
+
+/// How long a quiet reader waits before committing its offset again.
+const IDLE_COMMIT: Duration = Duration::from_secs(60);
+
+/// A reader that is closed off the async runtime when dropped: closing leaves the group's
+/// coordinator and blocks.
+struct Closing(Option<Arc<StreamConsumer>>);
+
+impl Closing {
+    fn get(&self) -> &Arc<StreamConsumer> {
+        self.0.as_ref().expect("present until dropped")
+    }
+}
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        if let Some(consumer) = self.0.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn_blocking(move || drop(consumer));
+        }
+    }
+}
 
 /// Why reading an intents partition stopped (it is read again from the committed offset).
 #[derive(Debug, thiserror::Error)]
@@ -57,8 +84,8 @@ fn kafka(context: &'static str) -> impl Fn(rdkafka::error::KafkaError) -> Intake
 pub struct Intake {
     /// Where intents are claimed.
     pub ledger: Arc<Ledger>,
-    /// Who may produce intents.
-    pub principals: Principals,
+    /// Who may produce intents: the principals in force, reloaded with the API's.
+    pub principals: Arc<auth::Principals>,
     /// The topics.
     pub topics: IntakeTopics,
     /// How to reach the cluster.
@@ -73,6 +100,10 @@ pub struct Intake {
     pub value_bytes_max: usize,
     /// Bound of one Kafka request.
     pub timeout: Duration,
+    /// The events log, for its end when a reader starts.
+    pub log: Arc<AnyLog>,
+    /// This node's projection, to see it has folded that end.
+    pub store: SharedStore,
 }
 
 impl Intake {
@@ -109,6 +140,10 @@ impl Intake {
 
     /// Reads, decides and answers the partition's intents from the committed offset on.
     async fn serve(&self, partition: u32) -> Result<(), IntakeError> {
+        // Bounded by what a poll may hold: librdkafka otherwise prefetches up to 64 MiB per
+        // reader, and anyone who may produce to the topic could fill it.
+        let fetch = (self.value_bytes_max * 4).max(1 << 20).to_string();
+        let queued_kib = ((self.value_bytes_max * POLL_RECORDS_MAX) / 1024).clamp(1024, 65536);
         let consumer: StreamConsumer = self
             .connection
             .client_config()
@@ -118,65 +153,157 @@ impl Intake {
             .set("enable.partition.eof", "false")
             .set("auto.offset.reset", "earliest")
             .set("fetch.wait.max.ms", "10")
+            .set("max.partition.fetch.bytes", &fetch)
+            .set("queued.max.messages.kbytes", queued_kib.to_string())
             .create()
             .map_err(kafka("creating the intents reader"))?;
-        let consumer = Arc::new(consumer);
-        let (c, topic, timeout) = (consumer.clone(), self.topics.intents.clone(), self.timeout);
-        let (resume, end) = tokio::task::spawn_blocking(move || {
-            let mut tpl = TopicPartitionList::new();
-            tpl.add_partition(&topic, partition as i32);
-            let committed = c
-                .committed_offsets(tpl, timeout)
-                .map_err(kafka("reading the committed offset"))?;
-            let resume = committed
-                .elements()
-                .first()
-                .map(|e| e.offset())
-                .unwrap_or(Offset::Invalid);
-            let (_, high) = c
-                .fetch_watermarks(&topic, partition as i32, timeout)
-                .map_err(kafka("reading the intents partition's end"))?;
-            Ok::<_, IntakeError>((resume, high))
-        })
-        .await
-        .map_err(|e| IntakeError::Again(e.to_string()))??;
-        let from = match resume {
-            Offset::Offset(o) => Offset::Offset(o),
-            _ => Offset::Beginning,
-        };
+        let consumer = Closing(Some(Arc::new(consumer)));
+        let (start, maybe_decided_below) = self.resume(consumer.get(), partition).await?;
+        // Claims an earlier reader appended are looked for in the projection: it must have
+        // folded them first (the events partition's end, read now, bounds them).
+        self.caught_up(partition).await?;
         let mut tpl = TopicPartitionList::new();
+        let from = Offset::Offset(i64::try_from(start).unwrap_or(i64::MAX));
         tpl.add_partition_offset(&self.topics.intents, partition as i32, from)
             .map_err(kafka("assigning the intents partition"))?;
         consumer
+            .get()
             .assign(&tpl)
             .map_err(kafka("assigning the intents partition"))?;
-        tracing::info!(partition, resume = ?from, "reading intents");
-        let poll = Poll {
-            ledger: &self.ledger,
-            principals: &self.principals,
-            partition,
-            partitions: self.partitions,
-            value_bytes_max: self.value_bytes_max,
-            maybe_decided_below: u64::try_from(end).unwrap_or(0),
-        };
+        tracing::info!(partition, resume = start, "reading intents");
+        let mut in_force = (self.principals.all(), None);
+        let mut next = start;
         loop {
-            let records = polled(&consumer).await?;
+            let records = match tokio::time::timeout(IDLE_COMMIT, polled(consumer.get())).await {
+                Ok(records) => records?,
+                Err(_) => {
+                    // Quiet: commit the same offset again, so that the group's offsets do not
+                    // expire (Kafka drops an idle group's after `offsets.retention.minutes`).
+                    self.commit(consumer.get(), partition, next)?;
+                    continue;
+                }
+            };
             let Some(last) = records.last().map(|r| r.offset) else {
                 continue;
+            };
+            // A reload applies from the next poll on (revoking here as on the HTTP API).
+            let current = self.principals.all();
+            if !Arc::ptr_eq(&current, &in_force.0) || in_force.1.is_none() {
+                in_force = (current.clone(), Some(Principals::new(&current)));
+            }
+            let Some(principals) = in_force.1.as_ref() else {
+                continue;
+            };
+            let poll = Poll {
+                ledger: &self.ledger,
+                principals,
+                partition,
+                partitions: self.partitions,
+                value_bytes_max: self.value_bytes_max,
+                maybe_decided_below,
             };
             match decide::decide(&poll, &records).await {
                 Outcome::Decided(decisions) => self.answer(decisions).await?,
                 Outcome::Again(reason) => return Err(IntakeError::Again(reason)),
             }
-            let mut done = TopicPartitionList::new();
-            let next = i64::try_from(last + 1).unwrap_or(i64::MAX);
-            done.add_partition_offset(&self.topics.intents, partition as i32, Offset::Offset(next))
-                .map_err(kafka("committing the intents offset"))?;
-            // Asynchronously: a commit that is lost costs a re-read, which the log answers.
-            consumer
-                .commit(&done, CommitMode::Async)
-                .map_err(kafka("committing the intents offset"))?;
+            next = last + 1;
+            self.commit(consumer.get(), partition, next)?;
         }
+    }
+
+    /// Where reading resumes, and below which offset a record may have been decided already.
+    /// With nothing committed yet (a new topic or group) nothing was decided: the start is
+    /// committed at once, so a crash before the first poll's commit still finds a committed
+    /// offset, and the records after it are looked for in the log.
+    async fn resume(
+        &self,
+        consumer: &Arc<StreamConsumer>,
+        partition: u32,
+    ) -> Result<(u64, u64), IntakeError> {
+        let (c, topic, timeout) = (consumer.clone(), self.topics.intents.clone(), self.timeout);
+        let (committed, low, high) = tokio::task::spawn_blocking(move || {
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition(&topic, partition as i32);
+            let committed = c
+                .committed_offsets(tpl, timeout)
+                .map_err(kafka("reading the committed offset"))?;
+            let committed = committed
+                .elements()
+                .first()
+                .map(|e| e.offset())
+                .unwrap_or(Offset::Invalid);
+            let (low, high) = c
+                .fetch_watermarks(&topic, partition as i32, timeout)
+                .map_err(kafka("reading the intents partition's ends"))?;
+            Ok::<_, IntakeError>((committed, low, high))
+        })
+        .await
+        .map_err(|e| IntakeError::Kafka {
+            context: "reading the committed offset",
+            reason: e.to_string(),
+        })??;
+        let (low, high) = (
+            u64::try_from(low).unwrap_or(0),
+            u64::try_from(high).unwrap_or(0),
+        );
+        match committed {
+            Offset::Offset(o) => Ok((u64::try_from(o).unwrap_or(0).max(low), high)),
+            _ => {
+                // Synchronously: a reader that decides before this commit landed and then
+                // dies would leave the next one thinking nothing was decided.
+                let (c, topic) = (consumer.clone(), self.topics.intents.clone());
+                tokio::task::spawn_blocking(move || {
+                    let mut tpl = TopicPartitionList::new();
+                    let at = Offset::Offset(i64::try_from(low).unwrap_or(i64::MAX));
+                    tpl.add_partition_offset(&topic, partition as i32, at)?;
+                    c.commit(&tpl, CommitMode::Sync)?;
+                    Ok::<_, rdkafka::error::KafkaError>(())
+                })
+                .await
+                .map_err(|e| IntakeError::Kafka {
+                    context: "committing the intents partition's start",
+                    reason: e.to_string(),
+                })?
+                .map_err(kafka("committing the intents partition's start"))?;
+                Ok((low, 0))
+            }
+        }
+    }
+
+    /// Waits until this node's projection of `partition` holds every event the log has now.
+    async fn caught_up(&self, partition: u32) -> Result<(), IntakeError> {
+        let end = self
+            .log
+            .end_offset(partition)
+            .await
+            .map_err(|e| IntakeError::Again(e.to_string()))?;
+        loop {
+            let folded = self
+                .store
+                .position(partition)
+                .map_err(|e| IntakeError::Again(e.to_string()))?;
+            if folded.next_offset >= end {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Commits `next` as the partition's offset: asynchronously, since a commit that is lost
+    /// costs a re-read, which the log answers.
+    fn commit(
+        &self,
+        consumer: &StreamConsumer,
+        partition: u32,
+        next: u64,
+    ) -> Result<(), IntakeError> {
+        let mut done = TopicPartitionList::new();
+        let next = i64::try_from(next).unwrap_or(i64::MAX);
+        done.add_partition_offset(&self.topics.intents, partition as i32, Offset::Offset(next))
+            .map_err(kafka("committing the intents offset"))?;
+        consumer
+            .commit(&done, CommitMode::Async)
+            .map_err(kafka("committing the intents offset"))
     }
 
     /// Produces each decision, awaiting every delivery.

@@ -19,6 +19,7 @@ use crate::projection::HistoryEntry;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// A record of the intents topic, as polled.
 #[derive(Clone, Debug)]
@@ -48,11 +49,11 @@ pub struct Decided {
 }
 
 /// The principals the intake knows, by id, with their intake keys.
-pub struct Principals(HashMap<String, (IntakeKey, Principal)>);
+pub struct Principals(HashMap<String, (IntakeKey, Arc<Principal>)>);
 
 impl Principals {
-    /// From the config's principals by the hash of their token (which is their intake key).
-    pub fn new(by_token: &HashMap<[u8; 32], Principal>) -> Self {
+    /// From the principals in force by the hash of their token (which is their intake key).
+    pub fn new(by_token: &HashMap<[u8; 32], Arc<Principal>>) -> Self {
         Self(
             by_token
                 .iter()
@@ -98,7 +99,7 @@ pub enum Outcome {
 struct Valid<'a> {
     index: usize,
     offset: u64,
-    principal: &'a (IntakeKey, Principal),
+    principal: &'a (IntakeKey, Arc<Principal>),
     intent: Intent,
     scope: ScopedHash,
 }
@@ -107,6 +108,8 @@ struct Valid<'a> {
 pub async fn decide(poll: &Poll<'_>, records: &[Polled]) -> Outcome {
     let mut results: Vec<Option<Decided>> = vec![None; records.len()];
     let mut valid = Vec::new();
+    // Records that name no address, said once a poll (anyone who may produce could send many).
+    let mut unanswerable: Option<(u64, &'static str, usize)> = None;
     for (index, r) in records.iter().enumerate() {
         let read = record::read_intent(
             IntentRecord {
@@ -151,13 +154,8 @@ pub async fn decide(poll: &Poll<'_>, records: &[Polled]) -> Outcome {
             }
             Err(refused) => {
                 let Some((id, reply_to)) = &refused.reply else {
-                    // Nobody to answer: counted by the log line only, never its content.
-                    tracing::warn!(
-                        partition = poll.partition,
-                        offset = r.offset,
-                        code = refused.refusal.code(),
-                        "an intents record names no address to answer; skipped"
-                    );
+                    let first = unanswerable.get_or_insert((r.offset, refused.refusal.code(), 0));
+                    first.2 += 1;
                     continue;
                 };
                 // Only a verified record is answered signed.
@@ -174,6 +172,16 @@ pub async fn decide(poll: &Poll<'_>, records: &[Polled]) -> Outcome {
                 results[index] = Some(decided(poll, r, id, reply_to, answer, key.as_ref()));
             }
         }
+    }
+    if let Some((offset, code, count)) = unanswerable {
+        // Nobody to answer: said by place and code only, never by content.
+        tracing::warn!(
+            partition = poll.partition,
+            first_offset = offset,
+            first_code = code,
+            count,
+            "intents records that name no address to answer were skipped"
+        );
     }
     for round in rounds(valid) {
         match claim_round(poll, &round).await {
@@ -278,7 +286,9 @@ async fn logged(
         Err(LedgerError::NotFound) => return Ok(None),
         Err(e) => return Err(e),
     };
-    for logged in &history.events {
+    // The last claim of this offset: a claim that conflicted with an operation of older
+    // fingerprint rules is submitted again under them, with the same offset.
+    for logged in history.events.iter().rev() {
         let Ok((envelope, _)) = event::decode(&logged.payload) else {
             continue;
         };
@@ -287,6 +297,11 @@ async fn logged(
         };
         if claim.intake != Some(offset) {
             continue;
+        }
+        if claim.fingerprint.version != history.record.fingerprint.version {
+            // Only the first round's conflict landed (the node stopped before the second):
+            // undecided, claimed again like any claim under those rules.
+            return Ok(None);
         }
         let code = HistoryEntry::parse_code(&logged.decision).map(|(code, _)| code);
         let decision = match code {

@@ -75,7 +75,8 @@ fn value_of(d: &Decided) -> serde_json::Value {
 async fn refused_records_are_answered_and_append_nothing() {
     let config = Config::parse(CONFIG).expect("config");
     let (ledger, log) = unarbitrated(&config, PARTITIONS);
-    let principals = Principals::new(&config.principals_by_token);
+    let principals =
+        Principals::new(&crate::api::auth::Principals::new(&config.principals_by_token).all());
     let mut misshapen = intent("misshapen", "k-2");
     misshapen.as_object_mut().expect("object").remove("holder");
     let partition_of =
@@ -155,7 +156,8 @@ async fn refused_records_are_answered_and_append_nothing() {
 #[test]
 fn an_operations_intents_of_one_poll_go_in_successive_rounds_in_log_order() {
     let config = Config::parse(CONFIG).expect("config");
-    let principals = Principals::new(&config.principals_by_token);
+    let principals =
+        Principals::new(&crate::api::auth::Principals::new(&config.principals_by_token).all());
     let principal = &principals.0["agent-a"];
     let valid = |index: usize, key: &str| Valid {
         index,
@@ -186,7 +188,8 @@ fn an_operations_intents_of_one_poll_go_in_successive_rounds_in_log_order() {
 fn a_decision_names_its_intent_then_carries_the_answer() {
     let config = Config::parse(CONFIG).expect("config");
     let (ledger, _) = unarbitrated(&config, PARTITIONS);
-    let principals = Principals::new(&config.principals_by_token);
+    let principals =
+        Principals::new(&crate::api::auth::Principals::new(&config.principals_by_token).all());
     let poll = Poll {
         ledger: &ledger,
         principals: &principals,

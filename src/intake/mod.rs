@@ -12,10 +12,13 @@ pub mod record;
 
 pub use consumer::{INTAKE_GROUP, IntakeError, POLL_RECORDS_MAX};
 
+use crate::api::auth;
 use crate::config::{Config, KafkaSettings};
 use crate::ledger::Ledger;
+use crate::log::any::AnyLog;
 use crate::log::kafka::{Connection, TopicSpec, ensure_topics, topic_partitions};
 use crate::partition::ownership::Ownership;
+use crate::projection::SharedStore;
 use consumer::Intake;
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::producer::FutureProducer;
@@ -24,17 +27,37 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+/// What of a node the intake works with.
+pub struct Serving {
+    /// Where intents are claimed.
+    pub ledger: Arc<Ledger>,
+    /// The principals in force (the API's, reloaded with it).
+    pub principals: Arc<auth::Principals>,
+    /// Which partitions this node serves.
+    pub ownership: Arc<Ownership>,
+    /// The events log.
+    pub log: Arc<AnyLog>,
+    /// This node's projection.
+    pub store: SharedStore,
+}
+
 /// Starts the intake when `[log] intents_topic` names one: creates its topics when missing and
 /// runs a reader for each partition, which reads while this node serves the partition. No
 /// tasks when there is no intake.
 pub async fn start(
     config: &Config,
     kafka: &KafkaSettings,
-    ledger: Arc<Ledger>,
-    ownership: Arc<Ownership>,
+    node: Serving,
     timeout: Duration,
     stop: watch::Receiver<bool>,
 ) -> Result<Vec<JoinHandle<()>>, IntakeError> {
+    let Serving {
+        ledger,
+        principals,
+        ownership,
+        log,
+        store,
+    } = node;
     let Some(topics) = kafka.intake.as_deref().cloned() else {
         return Ok(Vec::new());
     };
@@ -70,10 +93,16 @@ pub async fn start(
     };
     let intents = read(count(topics.intents.clone()).await)?;
     let decisions = read(count(topics.decisions.clone()).await)?;
-    if intents != partitions as usize || decisions == 0 {
+    if intents != partitions as usize {
         return Err(IntakeError::Topics(format!(
-            "the intents topic {} has {intents} partitions and the events topic {partitions}: an intent is read from the partition of its operation, so both must have the same count (recreate the intents topic with {partitions})",
+            "the intents topic {} has {intents} partitions and the events topic {partitions}: an intent is read from the partition of its operation, so both must have the same count (name a new intents topic in [log] intents_topic; it is created with {partitions})",
             topics.intents
+        )));
+    }
+    if decisions == 0 {
+        return Err(IntakeError::Topics(format!(
+            "the decisions topic {} has no partitions the metadata shows: check that it exists and this node may describe it",
+            topics.decisions
         )));
     }
     let mut producer_config = connection.client_config();
@@ -91,7 +120,7 @@ pub async fn start(
         .map_err(|e| setup("creating the decisions producer")(e.to_string()))?;
     let intake = Arc::new(Intake {
         ledger,
-        principals: decide::Principals::new(&config.principals_by_token),
+        principals,
         topics,
         connection,
         producer,
@@ -99,6 +128,8 @@ pub async fn start(
         decision_partitions: u32::try_from(decisions).unwrap_or(u32::MAX),
         value_bytes_max: config.body_bytes_max,
         timeout,
+        log,
+        store,
     });
     Ok((0..partitions)
         .map(|p| tokio::spawn(intake.clone().run(p, ownership.clone(), stop.clone())))

@@ -16,6 +16,7 @@ mod rebuild;
 pub use open::{embedded_options, kafka_options, open_log, projection_for_reading};
 pub use rebuild::rebuild;
 
+use crate::api::auth::Principals;
 use crate::clock::SystemClock;
 use crate::cluster::auth::ReplayGuard;
 use crate::cluster::endpoint::Inbound;
@@ -110,6 +111,9 @@ pub struct Node {
     pub ledger: Arc<Ledger>,
     /// The node's metrics.
     pub metrics: Arc<Metrics>,
+    /// The principals in force, by token hash: the API's, reloadable, and what the Kafka
+    /// intake verifies records with.
+    pub principals: Arc<Principals>,
     /// On Kafka: what the peer endpoint serves (`None` on the embedded log).
     pub inbound: Option<Arc<Inbound>>,
     recovery: Option<Arc<Recovery>>,
@@ -258,9 +262,17 @@ impl Node {
         if let Some(recovery) = &recovery {
             tasks.push(tokio::spawn(recovery.clone().run(stopped.clone())));
         }
+        let principals = Arc::new(Principals::new(&config.principals_by_token));
         if let Backend::Kafka(kafka) = &config.backend {
-            let (ledger, owned, stop) = (ledger.clone(), ownership.clone(), stopped.clone());
-            let intake = crate::intake::start(config, kafka, ledger, owned, KAFKA_TIMEOUT, stop);
+            let serving = crate::intake::Serving {
+                ledger: ledger.clone(),
+                principals: principals.clone(),
+                ownership: ownership.clone(),
+                log: log.clone(),
+                store: store.clone(),
+            };
+            let intake =
+                crate::intake::start(config, kafka, serving, KAFKA_TIMEOUT, stopped.clone());
             tasks.extend(intake.await?);
         }
         let queue = queue::refresh(ledger.clone(), metrics.clone(), stopped.clone());
@@ -268,6 +280,7 @@ impl Node {
         Ok(Self {
             ledger,
             metrics,
+            principals,
             inbound,
             recovery,
             log,

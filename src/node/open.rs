@@ -74,11 +74,16 @@ pub fn embedded_options(config: &Config) -> Result<EmbeddedOptions, crate::log::
     };
     let mut options = EmbeddedOptions::new(partitions);
     options.faults = super::faults::storage_from_env()?;
-    if let Some(threads) = config.writer_threads {
+    options.writer_threads = match config.writer_threads {
         // A named count already bounds it (the config checks that): the cap only ever acts
         // without one.
-        options.writer_threads = threads.min(partitions);
-    }
+        Some(threads) => threads.min(partitions),
+        // One per core: more threads than cores only add wakeups. Measured on the 2-core VM,
+        // 8 partitions, HTTP claims: 23.2-23.9k/s with 8 threads, 26.5-27.7k/s with 2.
+        None => std::thread::available_parallelism()
+            .map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+            .clamp(1, partitions.max(1)),
+    };
     Ok(options)
 }
 
