@@ -341,6 +341,8 @@ pub struct Failure {
 }
 
 #[cfg(test)]
+mod fixture_changes_tests;
+#[cfg(test)]
 mod fixture_tests;
 #[cfg(any(test, feature = "test-support"))]
 pub mod sample;
