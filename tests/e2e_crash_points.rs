@@ -3,7 +3,9 @@
 //! event became durable but before it was answered, or right before an event is appended while
 //! the answers before it are out and the projection's writes behind them may not have landed.
 //! After a restart every answered claim and completion holds, and the unanswered claim's key
-//! answers as its event says: taken if the event is durable, free if it never was written.
+//! answers as its event says: taken if the event is durable, free if it never was written. A
+//! third point is the embedded log's own: right after a round was synced to a writer thread's
+//! write-ahead file, before any segment got it.
 
 mod common;
 
@@ -19,12 +21,14 @@ fn config_in(dir: &Path) -> PathBuf {
     config
 }
 
-/// Runs a sequential client until the node dies at caller event `at` of `fault`; returns the
-/// answered claims (key, id, completed) and the key of the claim that got no answer.
+/// Runs a sequential client until the node dies at the point `fault` names; returns the
+/// answered claims (key, id, completed) and the key of the claim that got no answer. With
+/// `completes`, every other claim is completed too (a report is a caller's event as well).
 async fn until_the_crash(
     dir: &Path,
     config: &Path,
     fault: &str,
+    completes: bool,
 ) -> (Vec<(String, String, bool)>, String) {
     let mut server = Server::start_existing_with_env(dir, config, &[("OPLEDGER_FAULTS", fault)]);
     let mut answered = Vec::new();
@@ -48,8 +52,7 @@ async fn until_the_crash(
             return (answered, key);
         };
         let id = body["operation_id"].as_str().expect("id").to_owned();
-        // Every other claim is completed too: a report is a caller's event as well.
-        let complete = i % 2 == 0 && answered.len() < ANSWERED;
+        let complete = completes && i % 2 == 0 && answered.len() < ANSWERED;
         if complete {
             let (s, b) = server.complete(TOKEN_A, &id, "w", &format!("ch-{i}")).await;
             assert_eq!(s, 200, "{b}");
@@ -79,7 +82,8 @@ async fn a_crash_after_the_append_before_the_answer_keeps_the_event() {
     let config = config_in(tmp.path());
     // Caller events: claim, complete, claim, claim, complete, … — the 20th is a claim or a
     // completion; either way everything answered before it holds.
-    let (answered, unanswered) = until_the_crash(tmp.path(), &config, "exit_after_append=20").await;
+    let (answered, unanswered) =
+        until_the_crash(tmp.path(), &config, "exit_after_append=20", true).await;
     assert!(answered.len() >= ANSWERED, "{}", answered.len());
     let server = Server::start_existing(tmp.path(), &config);
     answers_hold(&server, &answered).await;
@@ -108,7 +112,7 @@ async fn a_crash_before_the_append_after_the_answers_loses_none_of_them() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let config = config_in(tmp.path());
     let (answered, unanswered) =
-        until_the_crash(tmp.path(), &config, "exit_before_append=20").await;
+        until_the_crash(tmp.path(), &config, "exit_before_append=20", true).await;
     assert!(answered.len() >= ANSWERED, "{}", answered.len());
     let server = Server::start_existing(tmp.path(), &config);
     answers_hold(&server, &answered).await;
@@ -127,5 +131,40 @@ async fn a_crash_before_the_append_after_the_answers_loses_none_of_them() {
         (s, fresh["decision"].as_str()),
         (201, Some("execute")),
         "{fresh}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_after_the_write_ahead_sync_before_the_segments_keeps_the_event() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // One writer thread for all four partitions: every round goes through its write-ahead file.
+    let config = tmp.path().join("opledger.toml");
+    let text = common::config_text_log(
+        &tmp.path().join("data"),
+        "partitions = 4\nwriter_threads = 1",
+        "",
+    );
+    std::fs::write(&config, text).expect("writes config");
+    let (answered, unanswered) =
+        until_the_crash(tmp.path(), &config, "exit_after_wal_sync=20", false).await;
+    assert!(answered.len() >= ANSWERED, "{}", answered.len());
+    let server = Server::start_existing(tmp.path(), &config);
+    answers_hold(&server, &answered).await;
+    // The round was in the write-ahead file only, and synced: the claim is durable, and the
+    // start copied it into its segment.
+    assert!(
+        server
+            .stderr()
+            .contains("copied records back from the write-ahead file"),
+        "{}",
+        server.stderr()
+    );
+    let (s, again) = server
+        .claim(TOKEN_A, &unanswered, charge("another", "7", "c"))
+        .await;
+    assert_eq!(
+        (s, again["decision"].as_str()),
+        (409, Some("in_progress")),
+        "{again}"
     );
 }

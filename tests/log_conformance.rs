@@ -33,8 +33,10 @@ async fn conformance_file_reads_small_segments() {
     conformance::run_all(fresh_factory(&base, options)).await;
 }
 
-/// Fewer writer threads than partitions: one thread serving every partition, and an uneven
-/// split with tiny rounds, so requests for several partitions share rounds and carry over.
+/// Fewer writer threads than partitions, so each thread logs its rounds to a write-ahead file:
+/// one thread serving every partition, and an uneven split with tiny rounds, segments and
+/// write-ahead files, so requests for several partitions share rounds and carry over,
+/// segments roll behind the file and the file is checkpointed over and over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_shared_writer_threads() {
     let base = tempfile::tempdir().expect("tempdir");
@@ -48,6 +50,7 @@ async fn conformance_shared_writer_threads() {
     options.batch_records_max = 3;
     options.segment_bytes_max = 4096;
     options.tail_cache_records_max = 0;
+    options.wal_bytes_max = 8192;
     conformance::run_all(fresh_factory(&base, options)).await;
 }
 

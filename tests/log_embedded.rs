@@ -648,7 +648,7 @@ async fn log_id_is_stable_and_meta_is_written() {
     let a = open(&tmp.path().join("a"), EmbeddedOptions::new(2));
     assert_eq!(a.log_id(), id_a);
     let meta = fs::read_to_string(tmp.path().join("a/log.meta")).unwrap();
-    assert!(meta.contains("format_version = 3"), "{meta}");
+    assert!(meta.contains("format_version = 4"), "{meta}");
     assert!(meta.contains("partitions = 2"), "{meta}");
     assert!(meta.contains(&id_a.to_string()), "{meta}");
     assert!(!tmp.path().join("a/log.meta.tmp").exists());
@@ -1279,7 +1279,7 @@ async fn a_log_of_format_1_is_upgraded_and_its_old_records_stay_covered_by_the_c
     let log = open(dir, EmbeddedOptions::new(1));
     assert_eq!(log.log_id().to_string(), id);
     let meta = fs::read_to_string(dir.join("log.meta")).unwrap();
-    assert!(meta.contains("format_version = 3"), "{meta}");
+    assert!(meta.contains("format_version = 4"), "{meta}");
     let new = append_each(&log, 0, 10, 2, 40).await;
     let read = read_all(&log, 0).await;
     assert_eq!(read.len(), 5);

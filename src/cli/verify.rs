@@ -190,7 +190,10 @@ fn verify_failed(e: opledger::consumers::verify::VerifyError) -> anyhow::Error {
 fn is_damage(e: &LogError) -> bool {
     matches!(
         e,
-        LogError::Damaged { .. } | LogError::Corrupt { .. } | LogError::ChainBroken { .. }
+        LogError::Damaged { .. }
+            | LogError::Corrupt { .. }
+            | LogError::ChainBroken { .. }
+            | LogError::WalDamaged { .. }
     )
 }
 

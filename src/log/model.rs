@@ -95,6 +95,20 @@ pub enum LogError {
         /// What is wrong there, and why it counts as acknowledged.
         reason: String,
     },
+    /// A write-ahead file (`wal/`) holds a round that does not read back and is not the last
+    /// write a crash interrupted: records it held may be missing from the segments.
+    #[error(
+        "the write-ahead file {path} is damaged at byte {position}: {reason}. Nothing was opened or cut: records it held may be in no segment. Restore the log directory from a backup or a replica and start again",
+        path = .path.display()
+    )]
+    WalDamaged {
+        /// The write-ahead file (or their directory).
+        path: PathBuf,
+        /// Byte position within `path`.
+        position: u64,
+        /// What is wrong there.
+        reason: String,
+    },
     /// A record no longer matches the seal written with it: the record, its timestamp or one
     /// of the unsealed records just before it was changed after it was written (a frame
     /// checksum alone cannot tell, since whoever changes a byte can recompute it).

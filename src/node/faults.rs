@@ -12,6 +12,9 @@
 //! * `exit_before_append=N` — the process dies right before the N-th event of a caller is
 //!   appended: a caller that waited for each answer has had all earlier ones, while the
 //!   projection's writes behind them may not have landed.
+//! * `exit_after_wal_sync=N` — the process dies right after the embedded log's N-th sync of a
+//!   write-ahead file, before any segment got that round (a writer thread owning several
+//!   partitions).
 //!
 //! An unknown name or a bad value refuses the start rather than run without the fault a test
 //! asked for. A node that injects a fault says so in its log at warning level.
@@ -66,15 +69,22 @@ fn parse(text: &str) -> Result<Injected, LogError> {
             .filter(|n| *n > 0)
             .ok_or_else(|| bad(format!("{name}: `{value}` is not a count from 1")))?;
         let point = match name {
-            "fsync_fails_at" => {
-                injected.storage = Some(Arc::new(StorageFaults::fail_sync(n)));
+            "fsync_fails_at" | "exit_after_wal_sync" => {
+                if injected.storage.is_some() {
+                    return Err(bad("one storage fault at a time".into()));
+                }
+                injected.storage = Some(Arc::new(if name == "fsync_fails_at" {
+                    StorageFaults::fail_sync(n)
+                } else {
+                    StorageFaults::crash_after_wal_sync(n, true)
+                }));
                 None
             }
             "exit_after_append" => Some(Point::AfterAppend),
             "exit_before_append" => Some(Point::BeforeAppend),
             other => {
                 return Err(bad(format!(
-                    "unknown fault `{other}` (known: fsync_fails_at, exit_after_append, exit_before_append)"
+                    "unknown fault `{other}` (known: fsync_fails_at, exit_after_wal_sync, exit_after_append, exit_before_append)"
                 )));
             }
         };
@@ -112,12 +122,19 @@ mod tests {
         assert_eq!(both.crash, Some((Point::AfterAppend, 4)));
         let before = parse("exit_before_append=2").expect("one");
         assert_eq!(before.crash, Some((Point::BeforeAppend, 2)));
+        assert!(
+            parse("exit_after_wal_sync=5")
+                .expect("one")
+                .storage
+                .is_some()
+        );
         for bad in [
             "fsync_fails_at",
             "fsync_fails_at=x",
             "fsync_fails_at=0",
             "exit_after_append=0",
             "exit_after_append=1,exit_before_append=2",
+            "fsync_fails_at=1,exit_after_wal_sync=2",
             "disk_melts=1",
         ] {
             let err = parse(bad).expect_err(bad).to_string();

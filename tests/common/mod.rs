@@ -39,7 +39,9 @@ pub fn mcp_python() -> String {
 
 /// The config every end-to-end test starts from; `extra` is appended (more tools, limits).
 pub fn config_text(data_dir: &Path, extra: &str) -> String {
-    config_text_log(data_dir, "partitions = 4", extra)
+    // Two writer threads for four partitions, on any machine: each thread syncs a round once,
+    // to its write-ahead file, as a node with more partitions than cores does.
+    config_text_log(data_dir, "partitions = 4\nwriter_threads = 2", extra)
 }
 
 /// The Kafka-protocol broker the tests share: the one `scripts/test` started
@@ -176,7 +178,12 @@ impl Server {
         Self::start_with(dir, "", &[])
     }
 
-    /// Starts a node on a Kafka log (`log` from [`kafka_log`]).
+    /// Starts a node on an embedded log with its own `[log]` section.
+    pub fn start_with_log(dir: &Path, log: &str) -> Self {
+        Self::start_kafka(dir, log, "")
+    }
+
+    /// Starts a node on a Kafka log (`log` from [`kafka_log`]), or any other `[log]` section.
     pub fn start_kafka(dir: &Path, log: &str, extra_config: &str) -> Self {
         std::fs::create_dir_all(dir).expect("creates the test directory");
         let data = dir.join("data");

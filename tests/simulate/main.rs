@@ -5,7 +5,8 @@
 //! peer calls over the in-memory log, projection store and network — driven by simulated
 //! agents, an operator and an external world, under faults the seed enables (see `faults.rs`),
 //! checked from the outside afterwards (see `check.rs`). Storage faults run against the real embedded
-//! log on disk (`disk.rs`). A failing seed prints the one command that replays it exactly and
+//! log on disk, its segments synced directly (`disk.rs`) and behind a write-ahead file
+//! (`disk_wal.rs`). A failing seed prints the one command that replays it exactly and
 //! the shortest schedule found that still fails.
 //!
 //! Flags: `--seeds N` (default 2000) from `--from S` (default 0), or `--seed S` alone;
@@ -20,6 +21,7 @@
 mod agents;
 mod check;
 mod disk;
+mod disk_wal;
 mod faults;
 mod gateway;
 mod net;
@@ -193,6 +195,10 @@ fn one_seed(seed: u64, o: &Options, tally: &Mutex<Tally>) {
         match std::panic::catch_unwind(|| disk::run(seed)) {
             Ok(found) => violations.extend(found),
             Err(_) => violations.push("the disk run panicked (see above)".into()),
+        }
+        match std::panic::catch_unwind(|| disk_wal::run(seed)) {
+            Ok(found) => violations.extend(found),
+            Err(_) => violations.push("the write-ahead disk run panicked (see above)".into()),
         }
     }
     let faults = outcome.faults.to_string();

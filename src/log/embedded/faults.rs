@@ -16,6 +16,13 @@ pub struct StorageFaults {
     writes: AtomicU64,
     /// The one write (counted from 1) that finds the disk full; 0 for none.
     full_write: u64,
+    /// Syncs of write-ahead files so far.
+    wal_syncs: AtomicU64,
+    /// The write-ahead sync (counted from 1) right after which the writer dies; 0 for none.
+    crash_wal_sync: u64,
+    /// Whether dying there takes the whole process (a node under test) or only stops the
+    /// writer (a test in the same process).
+    crash_exits: bool,
 }
 
 impl StorageFaults {
@@ -36,6 +43,33 @@ impl StorageFaults {
             full_write: n,
             ..Self::default()
         }
+    }
+
+    /// Right after the `n`-th sync of a write-ahead file (counted from 1), before any segment
+    /// gets the round, the writer dies: with `exit_process` the process aborts (as `kill -9`
+    /// would); without, the writer writes nothing more and the log stops as after a failed
+    /// fsync, leaving its files as that crash would (a test in the same process reopens them).
+    pub fn crash_after_wal_sync(n: u64, exit_process: bool) -> Self {
+        Self {
+            crash_wal_sync: n,
+            crash_exits: exit_process,
+            ..Self::default()
+        }
+    }
+
+    /// Called after each write-ahead sync: whether the writer dies now (it may not return).
+    pub(crate) fn after_wal_sync(&self) -> bool {
+        let n = self.wal_syncs.fetch_add(1, Ordering::AcqRel) + 1;
+        if n != self.crash_wal_sync {
+            return false;
+        }
+        if self.crash_exits {
+            eprintln!(
+                "OPLEDGER_FAULTS: the process dies right after write-ahead sync {n}, before any segment got the round (an injected crash)"
+            );
+            std::process::abort();
+        }
+        true
     }
 
     /// Called before each sync: an error fails it.

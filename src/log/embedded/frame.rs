@@ -146,6 +146,13 @@ fn decode_commit(frame: &[u8]) -> Option<CommitHeader> {
     })
 }
 
+/// The commit frame that closes `unit` (frames followed by their commit frame, as a writer
+/// writes them before a sync), if its last bytes are one that counts exactly the bytes before it.
+pub(crate) fn closing_commit(unit: &[u8]) -> Option<CommitHeader> {
+    let frames = unit.len().checked_sub(COMMIT_LEN)?;
+    decode_commit(&unit[frames..]).filter(|c| c.unit_bytes as usize == frames)
+}
+
 /// The position and contents of every valid commit frame that starts anywhere in `bytes` (at
 /// any byte, not only at a frame boundary), in order: after a damaged frame, whether one of a
 /// later unit follows decides whether the damage was acknowledged (`tail.rs`). Record

@@ -32,10 +32,11 @@ pub(crate) const META_FILE: &str = "log.meta";
 const META_TMP_FILE: &str = "log.meta.tmp";
 const MAGIC: &str = "opledger-embedded-log";
 /// Current on-disk format version: 2 seals every frame, 3 closes every unit written before
-/// an fsync with a commit frame (see `frame.rs`). An older log is read as it is and moved to
+/// an fsync with a commit frame (see `frame.rs`), 4 may hold write-ahead files (`wal.rs`) that
+/// an open must read: an older build would take what only they hold for a torn tail. An older log is read as it is and moved to
 /// the current format when opened for writing, before its first frame of the new kind, so
 /// that an older build refuses it rather than misread the new frames as a torn tail.
-pub(crate) const FORMAT_VERSION: u32 = 3;
+pub(crate) const FORMAT_VERSION: u32 = 4;
 /// The oldest format this build reads.
 const FORMAT_VERSION_MIN: u32 = 1;
 
@@ -232,11 +233,16 @@ mod tests {
         };
         assert_eq!(parse_meta(&render_meta(&meta)), Ok(meta.clone()));
         assert!(parse_meta("garbage").is_err());
-        let older = render_meta(&meta).replace("format_version = 3", "format_version = 1");
+        let current = format!("format_version = {FORMAT_VERSION}");
+        let older = render_meta(&meta).replace(&current, "format_version = 1");
         assert_eq!(parse_meta(&older).map(|m| m.format_version), Ok(1));
-        let newer = render_meta(&meta).replace("format_version = 3", "format_version = 4");
-        assert!(parse_meta(&newer).is_err());
-        let ancient = render_meta(&meta).replace("format_version = 3", "format_version = 0");
+        let newer = render_meta(&meta).replace(&current, "format_version = 5");
+        let refused = parse_meta(&newer).expect_err("a newer format");
+        assert!(
+            refused.contains("unsupported format_version 5"),
+            "{refused}"
+        );
+        let ancient = render_meta(&meta).replace(&current, "format_version = 0");
         assert!(parse_meta(&ancient).is_err());
         assert_eq!(
             meta.sealed_from(3),

@@ -5,6 +5,8 @@
 //! ```text
 //! dir/log.meta                          format version, partition count, log id
 //! dir/log.lock                          advisory lock: one instance per directory
+//! dir/wal/0.wal                         write-ahead file of writer thread 0, when it owns
+//!                                       several partitions (`wal.rs`)
 //! dir/p0000/00000000000000000000.seg    segments named by the offset of their first record
 //! dir/p0000/00000000000000004096.seg
 //! dir/p0001/...
@@ -12,22 +14,25 @@
 //!
 //! Writing is done by `writer_threads` std threads (by default one per partition): partition
 //! `p` belongs to thread `p % writer_threads`, which alone appends to its files. Each thread
-//! has one request queue and does group commit in rounds across all the partitions it owns —
-//! one write and one `fdatasync` per touched partition per round — and acknowledges nothing
-//! before it is synced (see `writer.rs` and `partition_writer.rs`). Sharing threads keeps
-//! wakeups and context switches down; the price is that a thread syncs its partitions one
-//! after another, so at most `writer_threads` fsyncs are in flight at once. Measured on a
-//! 2-core VM, 8 partitions: the raw log did ~234k records/s with 8 threads and ~98k with 2,
+//! has one request queue and does group commit in rounds across all the partitions it owns,
+//! and acknowledges nothing before it is durable (see `writer.rs` and `partition_writer.rs`).
+//! A thread owning one partition writes and `fdatasync`s its segment each round; a thread
+//! owning several writes the round to its write-ahead file, syncs that once, and then appends
+//! the same bytes to the segments unsynced (synced at checkpoints): one flush per round per
+//! thread, however many partitions the round touched. So `writer_threads` bounds both the
+//! fsyncs in flight and the fsyncs per round. Measured on a 2-core VM, 8 partitions: the raw
+//! log did ~234k records/s with 8 threads and ~98k with 2 (before the write-ahead files),
 //! while CPU-bound end-to-end claims were the same either way — hence this default. A node
-//! (`node::embedded_options`) opens its log with one thread per core instead: with 8
-//! partitions on that VM, HTTP claims ran 23-24k/s with 8 threads and 26.5-27.7k/s with 2.
+//! (`node::embedded_options`) opens its log with one thread per core instead.
 //! Reads are served from an in-memory tail cache or from the segment files via a sparse index.
 //! Opening the log verifies every frame, recomputes each partition's hash chain against the
-//! seal every frame carries (`sealing.rs`, `log::chain`), and truncates a torn tail of each
+//! seal every frame carries (`sealing.rs`, `log::chain`), copies back from the write-ahead
+//! files what a segment's unsynced tail lost (`copy_back.rs`), and truncates a torn tail of each
 //! partition's last segment — partitions side by side, one thread per core (`open.rs`).
 
 mod cache;
 mod clean;
+mod copy_back;
 mod faults;
 mod frame;
 mod index;
@@ -41,6 +46,7 @@ mod recover;
 mod sealing;
 mod segment;
 mod tail;
+mod wal;
 mod writer;
 
 pub use self::faults::StorageFaults;

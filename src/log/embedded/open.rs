@@ -19,6 +19,7 @@ use super::partition::PartitionShared;
 use super::partition_writer::{PartitionWriter, WriterStart};
 use super::recover::{self, Recovered, ScanRules};
 use super::segment;
+use super::wal::{self, WalFile, WalPartition};
 use super::writer::{Failure, Writer};
 use super::{EmbeddedLog, WriterHandle, WriterState};
 
@@ -50,7 +51,11 @@ impl EmbeddedLog {
         };
 
         let clean = clean::read(dir, meta.log_id, meta.partitions)?;
-        let recovered = recover_all(dir, &meta, &options, true, clean.as_deref())?;
+        let wal = wal::read_all(dir, meta.partitions)?;
+        let recovered = recover_all(dir, &meta, &options, true, clean.as_deref(), &wal)?;
+        // Whatever only the write-ahead files held is in the segments now, synced.
+        drop(wal);
+        wal::clear(dir)?;
 
         // Every partition verified: only now may the first frame of the current format follow
         // older ones.
@@ -95,11 +100,19 @@ impl EmbeddedLog {
         let mut writers = Vec::with_capacity(threads);
         for (w, owned) in owned.into_iter().enumerate() {
             let (tx, rx) = mpsc::channel(options.queue_depth);
+            // One partition syncs its own segment; several share one sync per round.
+            let wal = if owned.len() > 1 {
+                let names: Vec<u32> = owned.iter().map(PartitionWriter::partition).collect();
+                Some(WalFile::create(dir, w, &names, options.faults.clone())?)
+            } else {
+                None
+            };
             let writer = Writer::new(
                 rx,
                 writer_config(&options),
                 owned,
                 options.writer_threads,
+                wal,
                 failure.clone(),
             );
             // If spawning fails, handles created so far are dropped: their senders close and
@@ -141,13 +154,34 @@ impl EmbeddedLog {
         })?;
         let defaults = EmbeddedOptions::new(meta.partitions);
         let (mut state, clean) = writer_now(dir, &meta)?;
-        let recovered = match recover_all(dir, &meta, &defaults, false, clean.as_deref()) {
+        // The write-ahead files are read before the segments, so that what a node starting
+        // meanwhile copies back into a segment (and then removes from them) is seen in one or
+        // the other. A node may be recovering, its segments short of what only the files hold.
+        let mut wal = match wal::read_all(dir, meta.partitions) {
+            Ok(wal) => wal,
+            // The files changed under the read: a node is writing (or just started).
+            Err(_)
+                if started_since(dir, &meta, clean.is_some()) || state == WriterState::Running =>
+            {
+                state = WriterState::Running;
+                Vec::new()
+            }
+            Err(e) => return Err(e),
+        };
+        if state == WriterState::Running {
+            // A running node writes rounds the files held no longer (or not yet) when read: a
+            // unit it is writing to a segment is unread, not damage.
+            for part in &mut wal {
+                part.behind = false;
+            }
+        }
+        let recovered = match recover_all(dir, &meta, &defaults, false, clean.as_deref(), &wal) {
             // A node started meanwhile: it removed the mark before its first append (so the
             // mark no longer describes the files), or cut a torn tail and appended while this
             // scan read. Then this is a running node's log, scanned again as one.
             Err(_) if started_since(dir, &meta, clean.is_some()) => {
                 state = WriterState::Running;
-                recover_all(dir, &meta, &defaults, false, None)?
+                recover_all(dir, &meta, &defaults, false, None, &[])?
             }
             other => other?,
         };
@@ -186,6 +220,7 @@ fn recover_all(
     options: &EmbeddedOptions,
     repair: bool,
     clean: Option<&[CleanEnd]>,
+    wal: &[WalPartition],
 ) -> Result<Vec<(PathBuf, Recovered)>, LogError> {
     let lowest_failed = AtomicU32::new(u32::MAX);
     let recover = |p: u32| -> Option<Result<(PathBuf, Recovered), LogError>> {
@@ -209,7 +244,9 @@ fn recover_all(
                 legacy_torn_bytes_max: options.torn_bytes_max(),
                 clean: clean.and_then(|c| c.get(p as usize).copied()),
             };
-            recover::recover_partition(p, &pdir, rules)
+            let none = WalPartition::default();
+            let found = wal.get(p as usize).unwrap_or(&none);
+            recover::recover_partition(p, &pdir, rules, found)
         };
         if result.is_err() {
             lowest_failed.fetch_min(p, Ordering::AcqRel);
@@ -286,7 +323,8 @@ fn initialize(dir: &Path, partitions: u32) -> Result<Meta, LogError> {
 
 /// Moves a log of an older format to the current one: frames already written stay as they
 /// are; from each partition's end (`ends`) on, every frame is sealed (from format 1) and
-/// every unit closed by a commit frame (from 1 or 2), and the meta says so.
+/// every unit closed by a commit frame (from 1 or 2), and the meta says so; from format 4 on
+/// an open reads the write-ahead files (`wal/`, created by the open before this).
 fn upgrade(dir: &Path, meta: Meta, ends: Vec<u64>) -> Result<Meta, LogError> {
     if meta.format_version == meta::FORMAT_VERSION {
         return Ok(meta);
@@ -296,14 +334,19 @@ fn upgrade(dir: &Path, meta: Meta, ends: Vec<u64>) -> Result<Meta, LogError> {
     } else {
         meta.sealed_from.clone()
     };
+    let committed_from = if meta.format_version < 3 {
+        ends
+    } else {
+        meta.committed_from.clone()
+    };
     let upgraded = Meta {
         format_version: meta::FORMAT_VERSION,
         sealed_from,
-        committed_from: ends,
+        committed_from,
         ..meta.clone()
     };
     meta::write_meta(dir, &upgraded)?;
-    tracing::info!(dir = %dir.display(), from = meta.format_version, to = upgraded.format_version, "log format upgraded: records from now on are sealed into the hash chain and written in units closed by commit frames; older ones stay as they were");
+    tracing::info!(dir = %dir.display(), from = meta.format_version, to = upgraded.format_version, "log format upgraded: records from now on are sealed into the hash chain, written in units closed by commit frames, and go through write-ahead files where a writer thread owns several partitions; older ones stay as they were");
     Ok(upgraded)
 }
 

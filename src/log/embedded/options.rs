@@ -48,6 +48,11 @@ pub struct EmbeddedOptions {
     /// another), which is what raises throughput on storage where fsync latency dominates.
     /// Default: `partitions` (every partition its own thread: the most fsyncs in flight).
     pub writer_threads: u32,
+    /// A writer thread that owns more than one partition writes each round to its write-ahead
+    /// file first (one sync per round, see `wal.rs`); once the file holds this many bytes the
+    /// thread syncs the segments it wrote since and empties the file (a checkpoint). It bounds
+    /// what an open after a crash copies back. Default 64 MiB.
+    pub wal_bytes_max: u64,
     /// Clock for record timestamps (ms since the epoch). Default: the system clock. A clock
     /// that goes back (the system clock stepped back across a restart) never makes a
     /// timestamp go back: a partition's next timestamp is at least its last.
@@ -70,16 +75,17 @@ impl EmbeddedOptions {
             index_interval_records: 1024,
             queue_depth: 1024,
             writer_threads: default_writer_threads(partitions),
+            wal_bytes_max: 64 << 20,
             clock: SystemClock::shared(),
             faults: None,
         }
     }
 
     /// The longest tail of a partition's last segment that can be unacknowledged after a
-    /// crash. A writer syncs every partition it wrote before it starts the next round, and
-    /// within a round syncs a partition part way rather than leave more than one batch
-    /// (`batch_bytes_max`, or one frame if larger) of it unsynced. So the bound holds per
-    /// partition, however many partitions share a writer thread and its rounds.
+    /// crash, in a log without commit frames (format 1 or 2). A writer synced every partition
+    /// it wrote before it started the next round, and within a round synced a partition part
+    /// way rather than leave more than one batch (`batch_bytes_max`, or one frame if larger) of
+    /// it unsynced.
     pub(super) fn torn_bytes_max(&self) -> u64 {
         (self.batch_bytes_max + self.record_bytes_max + frame::FRAME_OVERHEAD) as u64
     }
@@ -118,6 +124,7 @@ impl EmbeddedOptions {
             ("batch_bytes_max", self.batch_bytes_max as u64),
             ("index_interval_records", self.index_interval_records),
             ("queue_depth", self.queue_depth as u64),
+            ("wal_bytes_max", self.wal_bytes_max),
         ] {
             if v == 0 {
                 return bad(format!("{name} must be positive"));
@@ -140,6 +147,7 @@ impl fmt::Debug for EmbeddedOptions {
             .field("index_interval_records", &self.index_interval_records)
             .field("queue_depth", &self.queue_depth)
             .field("writer_threads", &self.writer_threads)
+            .field("wal_bytes_max", &self.wal_bytes_max)
             .field("faults", &self.faults)
             .finish_non_exhaustive()
     }
@@ -159,6 +167,7 @@ pub(super) fn writer_config(options: &EmbeddedOptions) -> WriterConfig {
         batch_bytes_max: options.batch_bytes_max,
         index_interval: options.index_interval_records,
         cache_enabled: options.tail_cache_records_max > 0 && options.tail_cache_bytes_max > 0,
+        wal_bytes_max: options.wal_bytes_max,
         clock: options.clock.clone(),
     }
 }

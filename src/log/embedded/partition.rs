@@ -40,6 +40,9 @@ pub(crate) struct Commit {
 
 struct PartitionState {
     end: Offset,
+    /// End of what the segment files hold: `end`, except in a read-only open after a crash,
+    /// whose records past it only a write-ahead file held (they are in `cache`).
+    disk_end: Offset,
     segments: Vec<SegmentRef>,
     index: SparseIndex,
     cache: TailCache,
@@ -64,13 +67,22 @@ impl PartitionShared {
             end: recovered.next_offset,
             ..DurableState::default()
         });
+        let wal_tail = std::mem::take(&mut recovered.wal_tail);
+        let disk_end = recovered.next_offset - wal_tail.len() as Offset;
+        let mut cache = if wal_tail.is_empty() {
+            TailCache::new(cache_records_max, cache_bytes_max)
+        } else {
+            TailCache::new(wal_tail.len(), usize::MAX)
+        };
+        cache.extend(wal_tail);
         Self {
             partition,
             state: Mutex::new(PartitionState {
                 end: recovered.next_offset,
+                disk_end,
                 segments: std::mem::take(&mut recovered.segments),
                 index: std::mem::take(&mut recovered.index),
-                cache: TailCache::new(cache_records_max, cache_bytes_max),
+                cache,
             }),
             durable,
         }
@@ -103,6 +115,7 @@ impl PartitionShared {
             }
             st.cache.extend(commit.records);
             st.end = end;
+            st.disk_end = end;
         }
         // Notify after the lock is released and the state is complete, so a woken waiter
         // can always read the records it was waiting for.
@@ -159,17 +172,24 @@ impl PartitionShared {
         from: Offset,
         max_records: usize,
     ) -> Result<Vec<LogRecord>, LogError> {
-        let (entry, segments, count) = {
+        let (entry, segments, count, wanted) = {
             let st = self.lock();
             if max_records == 0 || from >= st.end {
                 return Ok(Vec::new());
             }
             // Bounded by the durable end: never hand out what is not yet fsynced.
-            let count = usize::try_from(st.end - from)
+            let wanted = usize::try_from(st.end - from)
                 .unwrap_or(usize::MAX)
                 .min(max_records);
-            if let Some(records) = st.cache.get(from, count) {
+            if let Some(records) = st.cache.get(from, wanted) {
                 return Ok(records);
+            }
+            // The files are read up to their end; what only memory holds follows below.
+            let count = usize::try_from(st.disk_end.saturating_sub(from))
+                .unwrap_or(usize::MAX)
+                .min(wanted);
+            if count == 0 {
+                return Err(self.missing_index(from));
             }
             let Some(entry) = st.index.lookup(from) else {
                 return Err(self.missing_index(from));
@@ -180,17 +200,25 @@ impl PartitionShared {
             else {
                 return Err(self.missing_index(from));
             };
-            (entry, st.segments[first..].to_vec(), count)
+            (entry, st.segments[first..].to_vec(), count, wanted)
         };
         let partition = self.partition;
-        tokio::task::spawn_blocking(move || {
+        let mut records = tokio::task::spawn_blocking(move || {
             segment::read_records(partition, &segments, entry, from, count)
         })
         .await
         .map_err(|e| LogError::Io {
             context: format!("reading partition {partition} from segment files"),
             source: std::io::Error::other(e.to_string()),
-        })?
+        })??;
+        if records.len() < wanted {
+            // A read-only open after a crash: the records past the files are in memory.
+            let next = from + records.len() as Offset;
+            if let Some(more) = self.lock().cache.get(next, wanted - records.len()) {
+                records.extend(more);
+            }
+        }
+        Ok(records)
     }
 
     fn missing_index(&self, from: Offset) -> LogError {

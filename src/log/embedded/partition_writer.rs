@@ -1,36 +1,44 @@
 //! The write side of one partition: its last segment file, next offset and last timestamp.
 //!
 //! A `PartitionWriter` is owned by exactly one writer thread (see `writer.rs`), which drives
-//! it in three steps per round: [`write`](PartitionWriter::write) the partition's share of
-//! the round, [`sync`](PartitionWriter::sync) the file, and — only once every sync of the
-//! round is done — [`publish`](PartitionWriter::publish). Offsets and timestamps advance on
-//! publish only, so nothing unsynced is ever counted as appended.
+//! it in steps per round: [`encode`](PartitionWriter::encode) the partition's share of the
+//! round (`partition_encode.rs`), [`write`](PartitionWriter::write) it to the segment, make
+//! it durable — [`sync`](PartitionWriter::sync) the segment, or, for a thread with a
+//! write-ahead file, sync that file *before* the segment write (`wal.rs`) — and only once the
+//! whole round is durable [`publish`](PartitionWriter::publish) it. Offsets and timestamps
+//! advance on publish only, so nothing unsynced is ever counted as appended.
 //!
 //! Every write before a sync is a *unit* closed by a commit frame (`frame.rs`): what a crash
-//! can leave unacknowledged is only ever the bytes after the last commit frame, which is how
-//! recovery tells a torn tail from damage (`recover.rs`). The writer never leaves more than
-//! `batch_bytes_max` bytes (or one frame, if larger) of a partition unsynced: a round's share
-//! that grows beyond that is synced part way.
+//! can leave unacknowledged in a segment synced directly is only ever the bytes after the last
+//! commit frame, which is how recovery tells a torn tail from damage (`recover.rs`). The writer
+//! never leaves more than `batch_bytes_max` bytes (or one frame, if larger) of such a
+//! partition unsynced: a round's share that grows beyond that is synced part way. Behind a
+//! write-ahead file the segment stays unsynced until the next checkpoint, and whatever its
+//! tail lost after a crash is copied back from the file.
 //!
-//! A full disk is not a failure of the data written so far: a write that fails with ENOSPC is
-//! cut back to where the round started and answered as [`LogError::NoSpace`], and the next
-//! round tries again. A failed sync is: the kernel may have dropped the pages it could not
-//! write, so it stops the whole log ([`LogError::Failed`], see `writer.rs`).
+//! A full disk is not a failure of the data written so far: a segment write that fails with
+//! ENOSPC is cut back to where the round started and answered as [`LogError::NoSpace`], and
+//! the next round tries again (behind a write-ahead file the round is then cut out of the file
+//! and out of every segment that got it, before anyone is answered; any other failed segment
+//! write there poisons the partition, whose round the file holds). A failed sync is not: the kernel may have dropped the pages it could not write, so
+//! it stops the whole log ([`LogError::Failed`], see `writer.rs`).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::log::chain::{self, Chain, Head};
+use crate::log::chain::{Chain, Head};
 use crate::log::embedded::faults::StorageFaults;
-use crate::log::embedded::frame;
-use crate::log::embedded::index::IndexEntry;
 use crate::log::embedded::meta::io_err;
 use crate::log::embedded::partition::{Commit, PartitionShared};
 use crate::log::embedded::segment::{self, SegmentRef};
-use crate::log::embedded::writer::{Request, WriterConfig};
-use crate::log::model::{Appended, LogError, LogRecord, Offset};
+use crate::log::model::{Appended, LogError, Offset};
+
+#[path = "partition_encode.rs"]
+mod encode;
+
+pub(crate) use self::encode::Encoded;
 
 /// Where a partition's writing continues after recovery.
 pub(crate) struct WriterStart {
@@ -43,17 +51,6 @@ pub(crate) struct WriterStart {
     pub head: Head,
     /// Storage faults to inject, if any.
     pub faults: Option<Arc<StorageFaults>>,
-}
-
-/// Frames written (but maybe not yet synced) and not yet published.
-pub(crate) struct Written {
-    /// Acknowledgements, one list per request, in request order.
-    acks: Vec<Vec<Appended>>,
-    /// What publishing adds to the shared state; `commit.end` is the new next offset.
-    commit: Commit,
-    timestamp_ms: u64,
-    /// The chain after the written records.
-    chain: Chain,
 }
 
 /// One partition's segment file and append position.
@@ -71,6 +68,10 @@ pub(crate) struct PartitionWriter {
     poisoned: Option<String>,
     /// Segments the round being written created (a full disk removes them again).
     rolled: Vec<PathBuf>,
+    /// Segment and length where the last write started.
+    round_start: (Offset, u64),
+    /// Bytes were written to the current segment since its last sync.
+    unsynced: bool,
     faults: Option<Arc<StorageFaults>>,
 }
 
@@ -95,6 +96,8 @@ impl PartitionWriter {
             chain: Chain::resume(start.head),
             poisoned: None,
             rolled: Vec::new(),
+            round_start: (start.segment.base, start.segment_len),
+            unsynced: false,
             faults: start.faults,
         })
     }
@@ -117,95 +120,49 @@ impl PartitionWriter {
         self.poisoned = Some(reason);
     }
 
-    /// Assigns offsets and the timestamp `max(last, now_ms)` to `requests` (in order),
-    /// encodes them into `buf` and writes them with one `write` (more only when a segment
-    /// rolls or the unsynced bound is reached). The result may only be published after a
-    /// successful [`sync`](Self::sync); on error nothing of it may be acknowledged.
+    /// Writes the units `encoded` (from `buf`) to the segments, rolling where they say. A
+    /// segment is synced before the next one is created, so only the last segment can lack
+    /// anything after a crash. Without a write-ahead file (`behind_wal` false) each unit but
+    /// the last is synced before the next is written, and a full disk cuts the round back (see
+    /// [`cut_back`](Self::cut_back)); behind one, the units were synced there first and stay
+    /// unsynced here until the next checkpoint. The result may only be published after the
+    /// round is durable ([`sync`](Self::sync), or the write-ahead sync); on error nothing of
+    /// it may be acknowledged.
     pub fn write(
         &mut self,
-        requests: &[Request],
-        now_ms: u64,
-        cfg: &WriterConfig,
-        buf: &mut Vec<u8>,
-    ) -> Result<Written, LogError> {
-        let round_start = (self.segment_base, self.segment_len);
+        buf: &[u8],
+        encoded: &mut Encoded,
+        behind_wal: bool,
+    ) -> Result<(), LogError> {
+        self.round_start = (self.segment_base, self.segment_len);
         self.rolled.clear();
-        self.write_round(requests, now_ms, cfg, buf)
-            .map_err(|err| self.cut_back(err, round_start))
+        self.write_units(buf, encoded, behind_wal)
+            .map_err(|err| self.cut_back(err))
     }
 
-    /// The body of [`write`](Self::write): frames every record, writing (and syncing) a unit
-    /// whenever a segment rolls or the unsynced bound is reached, and the last unit at the end.
-    fn write_round(
+    /// Undoes the last [`write`](Self::write), durably, as a full disk does (see
+    /// [`cut_back`](Self::cut_back)): the round it belonged to is answered as not written.
+    pub fn undo_write(&mut self) -> Result<(), LogError> {
+        let (base, len) = self.round_start;
+        self.undo_round(base, len)
+    }
+
+    fn write_units(
         &mut self,
-        requests: &[Request],
-        now_ms: u64,
-        cfg: &WriterConfig,
-        buf: &mut Vec<u8>,
-    ) -> Result<Written, LogError> {
-        // One timestamp per round, never below the previous one even if the clock jumps back.
-        let ts = self.last_timestamp_ms.max(now_ms);
-        let partition = self.partition();
-        let mut commit = Commit::default();
-        let mut acks = Vec::with_capacity(requests.len());
-        let mut offset = self.next_offset;
-        let mut chain = self.chain;
-        let mut unit_first = offset;
-        buf.clear();
-        for req in requests {
-            let mut ack = Vec::with_capacity(req.records.len());
-            for rec in &req.records {
-                let frame_len = frame::encoded_len(rec.payload.len());
-                let pending = self.segment_len + buf.len() as u64;
-                // The record and the commit frame closing its unit must fit the segment.
-                let needs = (frame_len + frame::COMMIT_LEN) as u64;
-                if pending > 0 && pending + needs > cfg.segment_bytes_max {
-                    // Records never straddle segments: finish this one and start the next.
-                    self.write_unit(buf, unit_first, offset)?;
-                    self.sync()?;
-                    self.roll(offset, &mut commit)?;
-                    unit_first = offset;
-                } else if !buf.is_empty() && buf.len() + frame_len > cfg.batch_bytes_max {
-                    // Keep the unsynced tail within one batch.
-                    self.write_unit(buf, unit_first, offset)?;
-                    self.sync()?;
-                    unit_first = offset;
-                }
-                let position = self.segment_len + buf.len() as u64;
-                if position == 0 || offset.is_multiple_of(cfg.index_interval) {
-                    commit.index.push(IndexEntry {
-                        offset,
-                        segment_base: self.segment_base,
-                        position,
-                    });
-                }
-                let seal = chain::seal(&chain.push(&rec.key, &rec.payload), ts);
-                frame::encode(buf, offset, ts, &rec.key, &seal, &rec.payload);
-                if cfg.cache_enabled {
-                    commit.records.push(LogRecord {
-                        partition,
-                        offset,
-                        timestamp_ms: ts,
-                        key: rec.key,
-                        payload: Arc::from(rec.payload.as_slice()),
-                    });
-                }
-                ack.push(Appended {
-                    offset,
-                    timestamp_ms: ts,
-                });
-                offset += 1;
+        buf: &[u8],
+        encoded: &mut Encoded,
+        behind_wal: bool,
+    ) -> Result<(), LogError> {
+        for (i, unit) in encoded.units.iter().enumerate() {
+            if let Some(base) = unit.rolls_to {
+                self.sync()?;
+                self.roll(base, &mut encoded.written.commit)?;
+            } else if i > 0 && !behind_wal {
+                self.sync()?;
             }
-            acks.push(ack);
+            self.write_unit(&buf[unit.bytes.clone()])?;
         }
-        self.write_unit(buf, unit_first, offset)?;
-        commit.end = offset;
-        Ok(Written {
-            acks,
-            commit,
-            timestamp_ms: ts,
-            chain,
-        })
+        Ok(())
     }
 
     /// After a failed write of a round: a full disk cuts the partition back to where the round
@@ -214,13 +171,13 @@ impl PartitionWriter {
     /// acknowledged — makes that durable, so nothing of the round reappears after a crash,
     /// and answers [`LogError::NoSpace`]. Anything else is returned as it is, for the caller
     /// to poison the partition (or stop the log, after a failed sync).
-    fn cut_back(&mut self, err: LogError, (base, len): (Offset, u64)) -> LogError {
+    fn cut_back(&mut self, err: LogError) -> LogError {
         let full = matches!(&err, LogError::Io { source, .. }
             if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)));
         if !full {
             return err;
         }
-        match self.undo_round(base, len) {
+        match self.undo_write() {
             Ok(()) => LogError::NoSpace {
                 context: err.to_string(),
             },
@@ -268,12 +225,21 @@ impl PartitionWriter {
         };
         synced.map_err(|e| LogError::Failed {
             reason: format!("syncing {}: {e}", self.segment_path().display()),
-        })
+        })?;
+        self.unsynced = false;
+        Ok(())
+    }
+
+    /// Syncs the current segment if anything was written to it since its last sync (a
+    /// checkpoint of the write-ahead file).
+    pub fn sync_if_written(&mut self) -> Result<(), LogError> {
+        if self.unsynced { self.sync() } else { Ok(()) }
     }
 
     /// Publishes synced frames to readers and waiters and returns their acknowledgements.
     /// Call only after [`sync`](Self::sync) succeeded for everything in `written`.
-    pub fn publish(&mut self, written: Written) -> Vec<Vec<Appended>> {
+    pub fn publish(&mut self, encoded: Encoded) -> Vec<Vec<Appended>> {
+        let written = encoded.written;
         self.next_offset = written.commit.end;
         self.last_timestamp_ms = written.timestamp_ms;
         self.chain = written.chain;
@@ -285,29 +251,17 @@ impl PartitionWriter {
         self.dir.join(segment::segment_file_name(self.segment_base))
     }
 
-    /// Closes the buffered frames (records `first..end`) with their commit frame and writes
-    /// them to the current segment with one write.
-    fn write_unit(
-        &mut self,
-        buf: &mut Vec<u8>,
-        first: Offset,
-        end: Offset,
-    ) -> Result<(), LogError> {
-        if buf.is_empty() {
-            return Ok(());
-        }
-        // Both fit: a unit is at most one batch or one record (see the options' validation).
-        let unit_bytes = buf.len() as u32;
-        frame::encode_commit(buf, first, (end - first) as u32, unit_bytes);
+    /// Writes one unit (frames and commit frame) to the current segment with one write.
+    fn write_unit(&mut self, unit: &[u8]) -> Result<(), LogError> {
         let written = match &self.faults {
             Some(faults) => faults
                 .before_write()
-                .and_then(|()| self.file.write_all(buf)),
-            None => self.file.write_all(buf),
+                .and_then(|()| self.file.write_all(unit)),
+            None => self.file.write_all(unit),
         };
         written.map_err(|e| io_err(format!("writing {}", self.segment_path().display()))(e))?;
-        self.segment_len += buf.len() as u64;
-        buf.clear();
+        self.segment_len += unit.len() as u64;
+        self.unsynced = true;
         Ok(())
     }
 

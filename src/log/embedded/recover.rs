@@ -17,18 +17,20 @@
 //!   follows it and it lies within one batch of the end.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use crate::log::chain::Head;
 use crate::log::embedded::clean::CleanEnd;
+use crate::log::embedded::copy_back;
 use crate::log::embedded::frame::{self, FrameRead};
 use crate::log::embedded::index::{IndexEntry, SparseIndex};
 use crate::log::embedded::meta::io_err;
 use crate::log::embedded::sealing::Sealing;
 use crate::log::embedded::segment::{SegmentRef, corrupt, create_segment, list_segments};
 use crate::log::embedded::tail::{Stop, truncate_tail};
-use crate::log::model::{LogError, Offset};
+use crate::log::embedded::wal::WalPartition;
+use crate::log::model::{LogError, LogRecord, Offset};
 
 const SCAN_BUFFER_BYTES: usize = 1 << 20;
 
@@ -68,6 +70,9 @@ pub(crate) struct Recovered {
     /// Bytes after the last committed unit that a read-only scan left unread (a unit a
     /// running node is writing, or a torn tail a writable open would cut); 0 when repairing.
     pub unread_tail: u64,
+    /// Records after the last segment's end that only a write-ahead file holds (a read-only
+    /// open after a crash serves them from memory); empty when repairing.
+    pub wal_tail: Vec<LogRecord>,
 }
 
 /// Everything the scan has accepted up to a commit point; a torn tail rolls back to it.
@@ -79,7 +84,7 @@ pub(super) struct Committed {
     pub position: u64,
     last_timestamp_ms: u64,
     sealing: Sealing,
-    index_len: usize,
+    pub(super) index_len: usize,
 }
 
 /// The unit being read: records since the last commit point.
@@ -95,7 +100,9 @@ pub(crate) fn recover_partition(
     partition: u32,
     dir: &Path,
     rules: ScanRules,
+    found: &WalPartition,
 ) -> Result<Recovered, LogError> {
+    let wal = found.units.as_slice();
     let mut segments = list_segments(dir)?;
     if segments.is_empty() && !rules.repair {
         return Err(corrupt(
@@ -127,6 +134,7 @@ pub(crate) fn recover_partition(
         index_len: 0,
     };
     let mut unread_tail = 0;
+    let mut wal_tail = Vec::new();
     let mut last_segment_len = 0;
     let last = segments.len() - 1;
     for (i, seg) in segments.iter().enumerate() {
@@ -149,6 +157,21 @@ pub(crate) fn recover_partition(
         });
         done.index_len = entries.len();
         let end = scan_segment(seg, &rules, &mut done, &mut entries)?;
+        if i == last
+            && let Some(restored) = copy_back::restore(
+                partition,
+                seg,
+                &rules,
+                wal,
+                &mut done,
+                &mut entries,
+                end.as_ref(),
+            )?
+        {
+            last_segment_len = restored.segment_len;
+            wal_tail = restored.wal_tail;
+            continue;
+        }
         if let Some(stop) = end {
             if i != last {
                 return Err(stop.damaged(partition, &seg.path, "it is not in the last segment"));
@@ -159,6 +182,13 @@ pub(crate) fn recover_partition(
                     partition,
                     &seg.path,
                     "the log was closed cleanly, so all of it was acknowledged",
+                ));
+            }
+            if found.behind {
+                return Err(stop.damaged(
+                    partition,
+                    &seg.path,
+                    "the partition was written behind a write-ahead file, which does not hold these records: they were synced at a checkpoint, and acknowledged",
                 ));
             }
             stop.judge(partition, &seg.path, &rules, &done)?;
@@ -192,6 +222,15 @@ pub(crate) fn recover_partition(
             ));
         }
     }
+    if rules.repair {
+        // Its tail may be in the page cache only: written behind a write-ahead file, which the
+        // open removes once every partition is recovered, or a unit a crash left unsynced that
+        // this run may write behind one (where a tail the file does not hold is refused).
+        let path = &segments[last].path;
+        File::open(path)
+            .and_then(|f| f.sync_data())
+            .map_err(io_err(format!("syncing {}", path.display())))?;
+    }
     let mut index = SparseIndex::default();
     for e in entries {
         index.push(e);
@@ -204,6 +243,7 @@ pub(crate) fn recover_partition(
         last_segment_len,
         head: done.sealing.chain.head(),
         unread_tail,
+        wal_tail,
     })
 }
 
@@ -216,9 +256,27 @@ fn scan_segment(
     entries: &mut Vec<IndexEntry>,
 ) -> Result<Option<Stop>, LogError> {
     let ctx = || format!("scanning segment {}", seg.path.display());
-    let file = File::open(&seg.path).map_err(io_err(ctx()))?;
+    let mut file = File::open(&seg.path).map_err(io_err(ctx()))?;
     let len = file.metadata().map_err(io_err(ctx()))?.len();
+    // A scan continues where `done` stands: the segment's start, or its last commit point
+    // when it continues over units copied back from a write-ahead file.
+    file.seek(SeekFrom::Start(done.position))
+        .map_err(io_err(ctx()))?;
     let mut reader = BufReader::with_capacity(SCAN_BUFFER_BYTES, file);
+    scan_frames(&mut reader, len, seg, rules, done, entries)
+}
+
+/// The frames of `seg` from `done.position` on, read from `reader`, up to byte `len` (see
+/// [`scan_segment`]).
+pub(super) fn scan_frames<R: Read>(
+    reader: &mut R,
+    len: u64,
+    seg: &SegmentRef,
+    rules: &ScanRules,
+    done: &mut Committed,
+    entries: &mut Vec<IndexEntry>,
+) -> Result<Option<Stop>, LogError> {
+    let ctx = || format!("scanning segment {}", seg.path.display());
     let mut body = Vec::new();
     // What is read past `done`: the records of the unit in progress.
     let mut cur = done.clone();
@@ -232,7 +290,7 @@ fn scan_segment(
             unclosed: false,
         };
         // The context is formatted only on failure: this runs once per frame.
-        let read = frame::read_frame(&mut reader, len - cur.position, &mut body)
+        let read = frame::read_frame(reader, len - cur.position, &mut body)
             .map_err(|e| io_err(ctx())(e))?;
         match read {
             FrameRead::End => {

@@ -209,8 +209,13 @@ mod tests {
             legacy_torn_bytes_max: 1 << 20,
             clean: None,
         };
-        let recovered =
-            crate::log::embedded::recover::recover_partition(0, dir.path(), rules).expect("reads");
+        let recovered = crate::log::embedded::recover::recover_partition(
+            0,
+            dir.path(),
+            rules,
+            &Default::default(),
+        )
+        .expect("reads");
         assert_eq!(recovered.next_offset, 2);
         assert_eq!(recovered.head.records, 2);
         assert_eq!(

@@ -5,13 +5,16 @@
 //! has one bounded queue of append requests, each tagged with its partition. A thread works
 //! in rounds: it blocks for the first request, drains whatever else is already queued
 //! (bounded by record and byte limits over the whole round), groups the requests by
-//! partition in arrival order, writes each touched partition's frames with one `write`, and
-//! then `fdatasync`s each touched partition — so N concurrent appenders, spread over several
-//! partitions, share one wakeup and one fsync per partition. Only after every sync of the
-//! round has been attempted does it publish the synced partitions (durable end, index, tail
-//! cache) and answer their requests. The syncs of a round run one after another, so a log
-//! has at most `writer_threads` fsyncs in flight; where fsync latency rather than CPU is the
-//! limit, more writer threads mean more throughput.
+//! partition in arrival order and encodes each touched partition's share. A thread that owns
+//! one partition then writes it with one `write` and `fdatasync`s it. A thread that owns
+//! several writes the whole round to its write-ahead file with one `write`, syncs that file
+//! once, and only then appends each partition's share to its segment, unsynced (`wal.rs`): N
+//! concurrent appenders, spread over several partitions, share one wakeup and one fsync. Only
+//! once the round is durable does the thread publish the partitions (durable end, index, tail
+//! cache) and answer their requests. Once the write-ahead file passes `wal_bytes_max` (and at
+//! a clean close) the thread syncs the segments it wrote since the last time and empties the
+//! file: a checkpoint. A log has at most `writer_threads` fsyncs in flight; where fsync
+//! latency rather than CPU is the limit, more writer threads mean more throughput.
 //!
 //! A failed fsync stops the whole log for good ([`Failure`]): the kernel may have dropped the
 //! dirty pages it could not write and report success on the next fsync (PostgreSQL's
@@ -32,7 +35,11 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::SharedClock;
 use crate::log::embedded::frame;
-use crate::log::embedded::partition_writer::{PartitionWriter, Written};
+use crate::log::embedded::partition_writer::{Encoded, PartitionWriter};
+use crate::log::embedded::wal::{self, WalFile};
+
+#[path = "writer_wal.rs"]
+mod behind_wal;
 use crate::log::model::{Appended, LogError, NewRecord};
 
 /// Reply channel of one append request.
@@ -93,6 +100,8 @@ pub(crate) struct WriterConfig {
     pub batch_bytes_max: usize,
     pub index_interval: u64,
     pub cache_enabled: bool,
+    /// A write-ahead file is checkpointed once it holds this many bytes.
+    pub wal_bytes_max: u64,
     pub clock: SharedClock,
 }
 
@@ -110,6 +119,8 @@ pub(crate) struct Writer {
     buf: Vec<u8>,
     /// A request drained from the queue that did not fit the previous round.
     carry: Option<Request>,
+    /// The thread's write-ahead file, when it owns more than one partition.
+    wal: Option<WalFile>,
     failure: Arc<Failure>,
 }
 
@@ -120,6 +131,7 @@ impl Writer {
         cfg: WriterConfig,
         partitions: Vec<PartitionWriter>,
         stride: u32,
+        wal: Option<WalFile>,
         failure: Arc<Failure>,
     ) -> Self {
         let groups = partitions.iter().map(|_| Vec::new()).collect();
@@ -131,6 +143,7 @@ impl Writer {
             groups,
             buf: Vec::new(),
             carry: None,
+            wal,
             failure,
         }
     }
@@ -141,6 +154,8 @@ impl Writer {
             self.collect_round(first);
             self.process_round();
         }
+        // A clean close leaves every segment synced and the write-ahead file empty.
+        self.checkpoint();
     }
 
     /// Group commit: takes what is already queued, without waiting for more, until the
@@ -187,8 +202,13 @@ impl Writer {
             return;
         }
         let now_ms = self.cfg.clock.now_ms();
-        // 1. One write per touched partition.
-        let mut written: Vec<(usize, Written)> = Vec::new();
+        let behind_wal = self.wal.is_some();
+        self.buf.clear();
+        if behind_wal {
+            self.buf.resize(wal::ROUND_HEADER_LEN, 0);
+        }
+        // 1. Encode each touched partition's share; without a write-ahead file, write it.
+        let mut encoded: Vec<(usize, Encoded)> = Vec::new();
         for slot in 0..self.groups.len() {
             if self.groups[slot].is_empty() {
                 continue;
@@ -207,40 +227,53 @@ impl Writer {
                 self.answer_err(slot, &err);
                 continue;
             }
-            match pw.write(&self.groups[slot], now_ms, &self.cfg, &mut self.buf) {
-                Ok(w) => written.push((slot, w)),
+            let mut enc = pw.encode(&self.groups[slot], now_ms, &self.cfg, &mut self.buf);
+            if behind_wal {
+                encoded.push((slot, enc));
+                continue;
+            }
+            match pw.write(&self.buf, &mut enc, false) {
+                Ok(()) => encoded.push((slot, enc)),
                 // Cut back: nothing of it is on disk, and the next round may find space.
                 Err(err @ LogError::NoSpace { .. }) => self.answer_err(slot, &err),
                 Err(err) => self.fail(slot, err),
             }
+            self.buf.clear();
         }
-        // 2. Sync each partition written; a failed sync stops the log.
-        for (slot, _) in &written {
-            if self.failure.reason().is_some() {
-                break;
+        // 2. Make the round durable: one write-ahead sync, or a sync per partition written.
+        let durable = if behind_wal {
+            self.log_ahead(&mut encoded)
+        } else {
+            for (slot, _) in &encoded {
+                if self.failure.reason().is_some() {
+                    break;
+                }
+                if let Err(err) = self.partitions[*slot].sync() {
+                    self.fail(*slot, err);
+                }
             }
-            if let Err(err) = self.partitions[*slot].sync() {
-                self.fail(*slot, err);
-            }
-        }
+            Ok(())
+        };
         // Nothing is acknowledged after a failed sync, not even a partition synced before it.
         // (Another writer thread may publish a round whose own syncs succeeded while this one
         // fails: those records are durable in their own files, and no ordering between the
         // two rounds was promised to anyone.)
-        if let Some(err) = self.failure.error() {
-            for (slot, _) in written {
+        let failed = durable.err().or_else(|| self.failure.error());
+        if let Some(err) = failed {
+            for (slot, _) in encoded {
                 self.answer_err(slot, &err);
             }
             return;
         }
         // 3. Everything left is durable: publish it, then acknowledge.
-        for (slot, w) in written {
-            let acks = self.partitions[slot].publish(w);
+        for (slot, enc) in encoded {
+            let acks = self.partitions[slot].publish(enc);
             for (req, ack) in self.groups[slot].drain(..).zip(acks) {
                 // The caller may have stopped waiting; the records are durable anyway.
                 let _ = req.reply.send(Ok(ack));
             }
         }
+        self.checkpoint_if_due();
         // Don't keep a huge buffer around after an unusually large round.
         if self.buf.capacity() > 2 * self.cfg.batch_bytes_max.max(1 << 20) {
             self.buf = Vec::new();
