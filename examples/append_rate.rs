@@ -1,6 +1,6 @@
 //! Append throughput / latency of the embedded log.
 //!
-//! `cargo run --release --example append_rate -- [concurrency=256] [partitions=8] [seconds=3] [dir]`
+//! `cargo run --release --example append_rate -- [concurrency=256] [partitions=8] [seconds=3] [dir] [writer_threads=partitions]`
 //!
 //! Each of `concurrency` tokio tasks appends single 200-byte records (one `append` call per
 //! record, partition chosen by `partition_for` of a random key) until the time is up.
@@ -31,10 +31,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let log = Arc::new(EmbeddedLog::open(
-        tmp.path(),
-        EmbeddedOptions::new(partitions),
-    )?);
+    let mut options = EmbeddedOptions::new(partitions);
+    if let Some(threads) = args.get(4) {
+        // Fewer threads than partitions: each thread logs its rounds to a write-ahead file.
+        options.writer_threads = threads.parse()?;
+    }
+    let log = Arc::new(EmbeddedLog::open(tmp.path(), options)?);
     let (count, mut lat) = rt.block_on(async {
         let deadline = Instant::now() + Duration::from_secs(seconds);
         let mut tasks = Vec::new();

@@ -59,7 +59,7 @@ pub struct Config {
     pub partitions: u32,
     /// Whether the config names `[log] partitions`.
     pub partitions_set: bool,
-    /// Writer threads of the embedded log (`None`: one per partition).
+    /// Writer threads of the embedded log (`None`: the node's default, one).
     pub writer_threads: Option<u32>,
     /// Largest request body, in bytes.
     pub body_bytes_max: usize,

@@ -78,11 +78,13 @@ pub fn embedded_options(config: &Config) -> Result<EmbeddedOptions, crate::log::
         // A named count already bounds it (the config checks that): the cap only ever acts
         // without one.
         Some(threads) => threads.min(partitions),
-        // One per core: more threads than cores only add wakeups. Measured on the 2-core VM,
-        // 8 partitions, HTTP claims: 23.2-23.9k/s with 8 threads, 26.5-27.7k/s with 2.
-        None => std::thread::available_parallelism()
-            .map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
-            .clamp(1, partitions.max(1)),
+        // One: every round of the whole log goes through one write-ahead file and one flush,
+        // however many partitions it touched. Measured on the 2-core VM: HTTP claims on 8
+        // partitions 24.6-25.3k/s with 1 thread against 22.7-23.7k/s with 2, and on 2
+        // partitions 25.8-27.6k/s against 24.9-26.0k/s; the raw log (8 partitions, 256
+        // appenders) 271-278k records/s with 1, 257-269k with 2, 228-237k with 8 (each
+        // partition syncing its own segment).
+        None => 1,
     };
     Ok(options)
 }

@@ -288,7 +288,8 @@ fn records_in_last(appended: &[NewRecord]) -> usize {
         .count()
 }
 
-fn record(tag: u64, len: usize) -> NewRecord {
+/// A record tagged `tag` (its key), with `len` payload bytes derived from the tag.
+pub fn record(tag: u64, len: usize) -> NewRecord {
     let mut key = [0u8; 32];
     key[..8].copy_from_slice(&tag.to_be_bytes());
     NewRecord {
@@ -297,7 +298,8 @@ fn record(tag: u64, len: usize) -> NewRecord {
     }
 }
 
-fn same(read: &[LogRecord], want: &[NewRecord]) -> bool {
+/// Whether `read` is `want`, record for record, at offsets from 0.
+pub fn same(read: &[LogRecord], want: &[NewRecord]) -> bool {
     read.len() == want.len()
         && read.iter().zip(want).enumerate().all(|(i, (r, w))| {
             r.offset == i as u64 && r.key == w.key && r.payload[..] == w.payload[..]
@@ -313,6 +315,7 @@ fn segments(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
-fn len_of(path: &Path) -> u64 {
+/// The file's length (0 if it is gone).
+pub fn len_of(path: &Path) -> u64 {
     fs::metadata(path).map_or(0, |m| m.len())
 }

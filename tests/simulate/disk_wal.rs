@@ -12,6 +12,7 @@
 //! file restores whatever a segment lost or had changed, and damage to the file costs at most
 //! the unanswered round (the segments hold the rest) or refuses the open.
 
+use crate::disk::{len_of, record, same};
 use crate::rng::Rng;
 use opledger::log::embedded::{EmbeddedLog, EmbeddedOptions, StorageFaults};
 use opledger::log::model::{EventLog, LogError, LogRecord, NewRecord};
@@ -342,24 +343,4 @@ fn files(dir: &Path) -> Vec<PathBuf> {
 
 fn wal_file(dir: &Path) -> PathBuf {
     dir.join("wal").join("0.wal")
-}
-
-fn record(tag: u64, len: usize) -> NewRecord {
-    let mut key = [0u8; 32];
-    key[..8].copy_from_slice(&tag.to_be_bytes());
-    NewRecord {
-        key,
-        payload: (0..len).map(|i| (tag as usize * 11 + i) as u8).collect(),
-    }
-}
-
-fn same(read: &[LogRecord], want: &[NewRecord]) -> bool {
-    read.len() == want.len()
-        && read.iter().zip(want).enumerate().all(|(i, (r, w))| {
-            r.offset == i as u64 && r.key == w.key && r.payload[..] == w.payload[..]
-        })
-}
-
-fn len_of(path: &Path) -> u64 {
-    fs::metadata(path).map_or(0, |m| m.len())
 }

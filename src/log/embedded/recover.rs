@@ -17,7 +17,7 @@
 //!   follows it and it lies within one batch of the end.
 
 use std::fs::File;
-use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::io::{BufReader, Read};
 use std::path::Path;
 
 use crate::log::chain::Head;
@@ -256,18 +256,15 @@ fn scan_segment(
     entries: &mut Vec<IndexEntry>,
 ) -> Result<Option<Stop>, LogError> {
     let ctx = || format!("scanning segment {}", seg.path.display());
-    let mut file = File::open(&seg.path).map_err(io_err(ctx()))?;
+    let file = File::open(&seg.path).map_err(io_err(ctx()))?;
     let len = file.metadata().map_err(io_err(ctx()))?.len();
-    // A scan continues where `done` stands: the segment's start, or its last commit point
-    // when it continues over units copied back from a write-ahead file.
-    file.seek(SeekFrom::Start(done.position))
-        .map_err(io_err(ctx()))?;
     let mut reader = BufReader::with_capacity(SCAN_BUFFER_BYTES, file);
     scan_frames(&mut reader, len, seg, rules, done, entries)
 }
 
-/// The frames of `seg` from `done.position` on, read from `reader`, up to byte `len` (see
-/// [`scan_segment`]).
+/// The frames of `seg` from `done.position` on, read from `reader`, up to byte `len`: a
+/// segment's file from its start, or units of a write-ahead file in memory that continue it
+/// (`copy_back.rs`).
 pub(super) fn scan_frames<R: Read>(
     reader: &mut R,
     len: u64,
