@@ -193,7 +193,15 @@ impl PartitionWriter {
         for path in self.rolled.drain(..).rev() {
             std::fs::remove_file(&path).map_err(io_err(ctx()))?;
         }
+        // The removals durable first: a segment coming back after a crash while the one before
+        // it is cut would leave a gap between them.
+        let failed = |e: std::io::Error| LogError::Failed {
+            reason: format!("{}: {e}", ctx()),
+        };
         if rolled {
+            File::open(&self.dir)
+                .and_then(|d| d.sync_all())
+                .map_err(failed)?;
             self.segment_base = base;
             self.file = OpenOptions::new()
                 .append(true)
@@ -203,16 +211,9 @@ impl PartitionWriter {
         self.file.set_len(len).map_err(io_err(ctx()))?;
         self.segment_len = len;
         // Durable before the round is answered: what was synced of it must not come back.
-        let synced = self.file.sync_all().and_then(|()| {
-            if rolled {
-                File::open(&self.dir)?.sync_all()
-            } else {
-                Ok(())
-            }
-        });
-        synced.map_err(|e| LogError::Failed {
-            reason: format!("{}: {e}", ctx()),
-        })
+        self.file.sync_all().map_err(failed)?;
+        self.unsynced = false;
+        Ok(())
     }
 
     /// Makes everything written so far durable (`fdatasync` of the current segment). A failure

@@ -6,6 +6,10 @@ use crate::log::model::LogError;
 
 use super::Writer;
 
+/// How many times `wal_bytes_max` the file may grow while a poisoned partition keeps it from
+/// a checkpoint, before the log stops.
+const STUCK_BOUND: u64 = 4;
+
 impl Writer {
     /// Writes the round to the write-ahead file and syncs it, then gives each partition its
     /// units; a partition whose segment write fails is poisoned and left out. A full disk at
@@ -31,6 +35,9 @@ impl Writer {
         }
         let mut kept = Vec::with_capacity(encoded.len());
         let mut full = None;
+        // A partition whose write failed otherwise holds part of the round, which only the
+        // file covers: then the round stays in the file, and a full disk poisons too.
+        let mut failed_before = false;
         for (slot, mut enc) in encoded.drain(..) {
             if full.is_some() {
                 kept.push((slot, enc));
@@ -38,12 +45,17 @@ impl Writer {
             }
             match self.partitions[slot].write(&self.buf, &mut enc, true) {
                 Ok(()) => kept.push((slot, enc)),
-                Err(err @ LogError::NoSpace { .. }) => {
+                Err(err @ LogError::NoSpace { .. })
+                    if !failed_before && self.failure.reason().is_none() =>
+                {
                     // Cut back already; the ones written before it are undone below.
                     full = Some((err, kept.len()));
                     kept.push((slot, enc));
                 }
-                Err(err) => self.fail(slot, err),
+                Err(err) => {
+                    failed_before = true;
+                    self.fail(slot, err);
+                }
             }
         }
         *encoded = kept;
@@ -72,6 +84,21 @@ impl Writer {
     /// poisoned (its round is only in the file) nor after a failure (the next open needs the
     /// file).
     pub(super) fn checkpoint_if_due(&mut self) {
+        let stuck = self
+            .partitions
+            .iter()
+            .find_map(|p| p.poisoned().map(|r| (p.partition(), r.to_owned())));
+        if let (Some((partition, reason)), Some(wal)) = (stuck, self.wal.as_ref())
+            && wal.len() >= STUCK_BOUND.saturating_mul(self.cfg.wal_bytes_max)
+        {
+            // The poisoned partition's round keeps the file from every checkpoint: rather than
+            // let it grow until the disk is full, stop; a restart copies the round back.
+            self.failure.set(format!(
+                "partition {partition} stopped ({reason}), and the write-ahead file it keeps from a checkpoint has grown to {} bytes: restart the node to copy its round back",
+                wal.len()
+            ));
+            return;
+        }
         if self
             .wal
             .as_ref()
