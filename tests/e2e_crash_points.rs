@@ -62,6 +62,14 @@ async fn until_the_crash(
     unreachable!()
 }
 
+/// What a claim of `key` by another holder is answered now: status and decision.
+async fn another_claims(server: &Server, key: &str) -> (u16, Option<String>, serde_json::Value) {
+    let (s, body) = server
+        .claim(TOKEN_A, key, charge("another", "7", "c"))
+        .await;
+    (s, body["decision"].as_str().map(str::to_owned), body)
+}
+
 /// After a restart: every answer given still holds.
 async fn answers_hold(server: &Server, answered: &[(String, String, bool)]) {
     for (key, id, completed) in answered {
@@ -88,11 +96,9 @@ async fn a_crash_after_the_append_before_the_answer_keeps_the_event() {
     let server = Server::start_existing(tmp.path(), &config);
     answers_hold(&server, &answered).await;
     // The unanswered claim's event is durable: its key is taken, by the holder it named.
-    let (s, again) = server
-        .claim(TOKEN_A, &unanswered, charge("another", "7", "c"))
-        .await;
+    let (s, decision, again) = another_claims(&server, &unanswered).await;
     assert_eq!(
-        (s, again["decision"].as_str()),
+        (s, decision.as_deref()),
         (409, Some("in_progress")),
         "{again}"
     );
@@ -124,14 +130,8 @@ async fn a_crash_before_the_append_after_the_answers_loses_none_of_them() {
         server.stderr()
     );
     // The unanswered claim never reached the log: its key is free.
-    let (s, fresh) = server
-        .claim(TOKEN_A, &unanswered, charge("another", "7", "c"))
-        .await;
-    assert_eq!(
-        (s, fresh["decision"].as_str()),
-        (201, Some("execute")),
-        "{fresh}"
-    );
+    let (s, decision, fresh) = another_claims(&server, &unanswered).await;
+    assert_eq!((s, decision.as_deref()), (201, Some("execute")), "{fresh}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,11 +159,9 @@ async fn a_crash_after_the_write_ahead_sync_before_the_segments_keeps_the_event(
         "{}",
         server.stderr()
     );
-    let (s, again) = server
-        .claim(TOKEN_A, &unanswered, charge("another", "7", "c"))
-        .await;
+    let (s, decision, again) = another_claims(&server, &unanswered).await;
     assert_eq!(
-        (s, again["decision"].as_str()),
+        (s, decision.as_deref()),
         (409, Some("in_progress")),
         "{again}"
     );

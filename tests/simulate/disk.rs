@@ -189,32 +189,46 @@ async fn damage_and_open(seed: u64) -> Vec<String> {
         }
         // After the repair the log goes on densely, and keeps what it holds across a reopen.
         let n = log.end_offset(0).await.unwrap_or(0) as usize;
-        let more = record(999, 40);
-        let appended_more = log.append(0, vec![more.clone()]).await;
-        let closed = log.close();
-        let reopened = EmbeddedLog::open(dir, options.clone());
-        let read = match (appended_more, closed, reopened) {
-            (Ok(_), Ok(()), Ok(log)) => log.read(0, 0, usize::MAX).await.unwrap_or_default(),
-            (a, c, r) => {
-                return vec![format!(
-                    "{what}: after the repair: append {:?}, close {:?}, reopen {:?}",
-                    a.err(),
-                    c.err(),
-                    r.err().map(|e| e.to_string())
-                )];
-            }
-        };
-        let mut want = appended[..n].to_vec();
-        want.push(more);
-        if !same(&read, &want) {
-            return vec![format!(
-                "{what}: after the repair and one more append, {} records read back, not {}",
-                read.len(),
-                want.len()
-            )];
+        if let Some(v) = goes_on(log, dir, &options, &appended[..n], &what).await {
+            return vec![v];
         }
     }
     Vec::new()
+}
+
+/// After a repair: one more append to partition 0 of `log`, a clean close and a reopen read
+/// back `kept` and that record, densely; what went wrong otherwise.
+pub async fn goes_on(
+    log: EmbeddedLog,
+    dir: &Path,
+    options: &EmbeddedOptions,
+    kept: &[NewRecord],
+    what: &str,
+) -> Option<String> {
+    let more = record(999, 40);
+    let appended_more = log.append(0, vec![more.clone()]).await;
+    let closed = log.close();
+    let reopened = EmbeddedLog::open(dir, options.clone());
+    let read = match (appended_more, closed, reopened) {
+        (Ok(_), Ok(()), Ok(log)) => log.read(0, 0, usize::MAX).await.unwrap_or_default(),
+        (a, c, r) => {
+            return Some(format!(
+                "{what}: after the repair: append {:?}, close {:?}, reopen {:?}",
+                a.err(),
+                c.err(),
+                r.err().map(|e| e.to_string())
+            ));
+        }
+    };
+    let mut want = kept.to_vec();
+    want.push(more);
+    (!same(&read, &want)).then(|| {
+        format!(
+            "{what}: after the repair and one more append, {} records read back, not {}",
+            read.len(),
+            want.len()
+        )
+    })
 }
 
 /// What opening a damaged log must come to.
