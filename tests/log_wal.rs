@@ -383,3 +383,39 @@ async fn a_torn_looking_tail_behind_a_checkpointed_file_is_refused_as_acknowledg
     );
     assert_eq!(fs::metadata(&seg).unwrap().len(), len - 5, "nothing cut");
 }
+
+#[tokio::test]
+async fn a_partition_whose_segment_write_failed_keeps_its_round_and_stops_the_log_before_the_file_runs_away()
+ {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // Round 1: writes 1 (file) and 2 (segment); round 2: 3 (file), 4 (partition 1's segment)
+    // fails with EIO. A tiny bound: the file would be checkpointed after every round.
+    let mut opts = options(Some(StorageFaults::fail_write(4)));
+    opts.wal_bytes_max = 64;
+    let log = EmbeddedLog::open(dir, opts).expect("opens");
+    log.append(0, vec![rec(1, 10)]).await.expect("round 1");
+    let err = log.append(1, vec![rec(2, 10)]).await.expect_err("EIO");
+    assert!(matches!(err, LogError::Io { .. }), "{err}");
+    // Partition 1 refuses from now on; the others go on, while the file keeps partition 1's
+    // round (no checkpoint) until it reaches 4 x wal_bytes_max, and then the log stops.
+    assert!(log.append(1, vec![rec(3, 10)]).await.is_err());
+    let mut taken = 0;
+    let stopped = loop {
+        match log.append(2, vec![rec(10 + taken, 10)]).await {
+            Ok(_) => taken += 1,
+            Err(e) => break e,
+        }
+        assert!(taken < 100, "the log never stopped");
+    };
+    assert!(
+        matches!(&stopped, LogError::Failed { reason } if reason.contains("restart")),
+        "{stopped}"
+    );
+    assert!(taken >= 1, "the other partitions went on for a while");
+    drop(log);
+    // The restart copies partition 1's round back: it was synced to the file, never answered.
+    let log = EmbeddedLog::open(dir, options(None)).expect("reopens");
+    assert_eq!(payloads(&log, 1).await, vec![rec(2, 10).payload]);
+    assert_eq!(payloads(&log, 2).await.len() as u64, taken);
+}

@@ -16,6 +16,8 @@ pub struct StorageFaults {
     writes: AtomicU64,
     /// The one write (counted from 1) that finds the disk full; 0 for none.
     full_write: u64,
+    /// The one write (counted from 1) that fails with an I/O error; 0 for none.
+    failing_write: u64,
     /// Syncs of write-ahead files so far.
     wal_syncs: AtomicU64,
     /// The write-ahead sync (counted from 1) right after which the writer dies; 0 for none.
@@ -80,10 +82,23 @@ impl StorageFaults {
         Ok(())
     }
 
+    /// The `n`-th write of the log (counted from 1) fails with EIO, as on a disk that lost a
+    /// sector under it.
+    pub fn fail_write(n: u64) -> Self {
+        Self {
+            failing_write: n,
+            ..Self::default()
+        }
+    }
+
     /// Called before each write: an error fails it.
     pub(crate) fn before_write(&self) -> io::Result<()> {
-        if self.writes.fetch_add(1, Ordering::AcqRel) + 1 == self.full_write {
+        let n = self.writes.fetch_add(1, Ordering::AcqRel) + 1;
+        if n == self.full_write {
             return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        if n == self.failing_write {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
         }
         Ok(())
     }
