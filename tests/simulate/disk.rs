@@ -28,10 +28,15 @@ enum Damage {
 
 /// Violations of the storage promises under `seed`'s damage.
 pub fn run(seed: u64) -> Vec<String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    block_on(damage_and_open(seed))
+}
+
+/// Runs a disk run's future on a runtime of its own (one thread: the seed's order).
+pub fn block_on<T>(run: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
         .build()
-        .expect("a runtime");
-    runtime.block_on(damage_and_open(seed))
+        .expect("a runtime")
+        .block_on(run)
 }
 
 async fn damage_and_open(seed: u64) -> Vec<String> {

@@ -12,7 +12,7 @@
 //! file restores whatever a segment lost or had changed, and damage to the file costs at most
 //! the unanswered round (the segments hold the rest) or refuses the open.
 
-use crate::disk::{goes_on, len_of, record, same};
+use crate::disk::{block_on, goes_on, len_of, record, same};
 use crate::rng::Rng;
 use opledger::log::embedded::{EmbeddedLog, EmbeddedOptions, StorageFaults};
 use opledger::log::model::{EventLog, LogError, LogRecord, NewRecord};
@@ -24,10 +24,7 @@ const PARTITIONS: u32 = 2;
 
 /// Violations of the storage promises under `seed`'s damage.
 pub fn run(seed: u64) -> Vec<String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("a runtime");
-    runtime.block_on(damage_and_open(seed))
+    block_on(damage_and_open(seed))
 }
 
 async fn damage_and_open(seed: u64) -> Vec<String> {

@@ -20,8 +20,9 @@
 //! ENOSPC is cut back to where the round started and answered as [`LogError::NoSpace`], and
 //! the next round tries again (behind a write-ahead file the round is then cut out of the file
 //! and out of every segment that got it, before anyone is answered; any other failed segment
-//! write there poisons the partition, whose round the file holds). A failed sync is not: the kernel may have dropped the pages it could not write, so
-//! it stops the whole log ([`LogError::Failed`], see `writer.rs`).
+//! write there poisons the partition, whose round the file holds). A failed sync is not: the
+//! kernel may have dropped the pages it could not write, so it stops the whole log
+//! ([`LogError::Failed`], see `writer.rs`).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -30,7 +31,7 @@ use std::sync::Arc;
 
 use crate::log::chain::{Chain, Head};
 use crate::log::embedded::faults::StorageFaults;
-use crate::log::embedded::meta::io_err;
+use crate::log::embedded::meta::{io_err, sync_dir};
 use crate::log::embedded::partition::{Commit, PartitionShared};
 use crate::log::embedded::segment::{self, SegmentRef};
 use crate::log::model::{Appended, LogError, Offset};
@@ -199,9 +200,9 @@ impl PartitionWriter {
             reason: format!("{}: {e}", ctx()),
         };
         if rolled {
-            File::open(&self.dir)
-                .and_then(|d| d.sync_all())
-                .map_err(failed)?;
+            sync_dir(&self.dir).map_err(|e| LogError::Failed {
+                reason: format!("{}: {e}", ctx()),
+            })?;
             self.segment_base = base;
             self.file = OpenOptions::new()
                 .append(true)
